@@ -1,0 +1,1 @@
+"""Conversations, prompt building and the context budget. Never imports Qt."""

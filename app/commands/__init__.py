@@ -1,0 +1,1 @@
+"""One module per `llamadesk` subcommand (see app/cli.py)."""

@@ -1,0 +1,35 @@
+"""`llamadesk bench`: the engine's speed against a raw llama.cpp loop, in one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from app.commands.common import add_model_args, load_options
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("bench", help="measure decode speed and prefix reuse",
+                       description="Decode the same prompt through the engine and a raw llama-cpp-python "
+                                   "loop, and measure TTFT with a cached prefix.")
+    p.add_argument("--tokens", type=int, default=256, metavar="N", help="tokens to decode per run")
+    p.add_argument("--rounds", type=int, default=5, metavar="N", help="alternating rounds (median taken)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_model_args(p)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.engine.bench import run_engine_bench
+
+    if args.tokens < 2:
+        raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
+    result = run_engine_bench(args.model, load_options(args), args.tokens, args.rounds)
+    if args.json:
+        json.dump(result, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        for k, v in result.items():
+            print(f"{k:>24}: {v}")
+    return 0

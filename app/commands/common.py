@@ -1,0 +1,52 @@
+"""Arguments shared by the subcommands that load a model or sample text."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.engine.loader import LoadOptions
+from app.engine.sampling import GenerationSettings
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", metavar="PATH", help="GGUF file (default: bundled Gemma 3 270M)")
+    g.add_argument("--ctx", type=int, default=4096, metavar="N", help="context length (default 4096)")
+    g.add_argument("--gpu-layers", type=int, default=-1, metavar="N",
+                   help="layers to offload to the GPU; -1 = all, 0 = CPU only (default -1)")
+    g.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: all cores)")
+    g.add_argument("--flash-attn", action="store_true", help="use flash attention")
+
+
+def add_sampling_args(p: argparse.ArgumentParser, max_tokens: int = 512) -> None:
+    g = p.add_argument_group("sampling")
+    g.add_argument("--max-tokens", type=int, default=max_tokens, metavar="N")
+    g.add_argument("--temperature", type=float, default=0.8, metavar="T")
+    g.add_argument("--top-p", type=float, default=0.95, metavar="P")
+    g.add_argument("--top-k", type=int, default=40, metavar="K")
+    g.add_argument("--min-p", type=float, default=0.05, metavar="P")
+    g.add_argument("--repeat-penalty", type=float, default=1.1, metavar="R")
+    g.add_argument("--seed", type=int, default=None, metavar="S", help="fixed seed for reproducible output")
+
+
+def load_options(args: argparse.Namespace) -> LoadOptions:
+    if args.ctx < 16:
+        raise ValueError(f"--ctx must be at least 16, got {args.ctx}")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    return LoadOptions(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads,
+                       flash_attn=args.flash_attn)
+
+
+def sampling(args: argparse.Namespace) -> GenerationSettings:
+    s = GenerationSettings(
+        max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+        top_k=args.top_k, min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed,
+    )
+    s.validate()
+    return s
+
+
+def note(msg: str) -> None:
+    print(f"llamadesk: {msg}", file=sys.stderr)

@@ -1,0 +1,53 @@
+"""Events a reply emits while it is produced, on the engine's thread.
+
+Plain dataclasses, so the Qt bridge, the CLI printer and the tests consume
+the same stream; the bridge turns them into queued signals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.engine.stats import ReplyStats
+
+
+@dataclass(frozen=True)
+class PrefillStarted:
+    prompt_tokens: int
+    cached_tokens: int
+    new_tokens: int
+    n_ctx: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Live gauges: emitted at least 4 times a second while work runs."""
+
+    phase: str  # "prefill" or "decode"
+    elapsed_s: float  # since the request was submitted
+    prefill_done: int  # prompt tokens evaluated so far (whole batches)
+    generated: int
+    rate_tok_s: float | None  # rolling decode rate (decode) / running prefill rate
+    kv_used: int
+    n_ctx: int
+
+
+@dataclass(frozen=True)
+class FirstToken:
+    ttft_s: float
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+    generated: int  # tokens generated so far
+    t: float  # perf_counter() when the text became visible
+
+
+@dataclass(frozen=True)
+class Finished:
+    text: str
+    stats: ReplyStats
+
+
+Event = PrefillStarted | Progress | FirstToken | TextDelta | Finished

@@ -1,0 +1,75 @@
+"""Sampling settings and the llama.cpp sampler chain built from them.
+
+The chain runs inside llama.cpp (no 262k-float logits copy into Python per
+token), which is what keeps the engine's decode rate at the raw loop's.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+
+import llama_cpp
+
+
+@dataclass
+class GenerationSettings:
+    max_tokens: int = 512
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    seed: int | None = None  # None = a fresh random seed per reply
+    stop: tuple[str, ...] = field(default_factory=tuple)
+    ignore_eos: bool = False  # benchmarks only: decode exactly max_tokens
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+    def validate(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.repeat_penalty <= 0:
+            raise ValueError(f"repeat_penalty must be > 0, got {self.repeat_penalty}")
+
+
+class Sampler:
+    """Owns one llama_sampler chain; free it with close()."""
+
+    def __init__(self, s: GenerationSettings, n_vocab: int):
+        self.seed = s.seed if s.seed is not None and s.seed >= 0 else random.getrandbits(32)
+        params = llama_cpp.llama_sampler_chain_default_params()
+        self.chain = llama_cpp.llama_sampler_chain_init(params)
+        add = lambda smpl: llama_cpp.llama_sampler_chain_add(self.chain, smpl)  # noqa: E731
+        if s.repeat_penalty != 1.0:
+            add(llama_cpp.llama_sampler_init_penalties(n_vocab, 64, s.repeat_penalty, 0.0, 0.0))
+        if s.temperature <= 0:
+            add(llama_cpp.llama_sampler_init_greedy())
+        else:
+            if s.top_k > 0:
+                add(llama_cpp.llama_sampler_init_top_k(s.top_k))
+            if s.top_p < 1.0:
+                add(llama_cpp.llama_sampler_init_top_p(s.top_p, 1))
+            if s.min_p > 0:
+                add(llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
+            add(llama_cpp.llama_sampler_init_temp(s.temperature))
+            add(llama_cpp.llama_sampler_init_dist(self.seed))
+
+    def sample(self, ctx) -> int:
+        return llama_cpp.llama_sampler_sample(self.chain, ctx, -1)
+
+    def close(self) -> None:
+        if self.chain is not None:
+            llama_cpp.llama_sampler_free(self.chain)
+            self.chain = None
