@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     rows = [("FILE", "SIZE", "ARCH", "QUANT", "PARAMS", "CONTEXT", "TEMPLATE", "PATH")]
     for m in found:
         if m.error:
-            rows.append((m.file, human_size(m.size), "-", "-", "-", "-", "-", f"{m.path}  [unusable: {m.error}]"))
+            unusable = f"{m.path}  [unusable: {m.error}]"
+            rows.append((m.file, human_size(m.size), "-", "-", "-", "-", "-", unusable))
             continue
         rows.append((m.file, human_size(m.size), m.architecture, m.quantization,
                      human_params(m.parameters) if m.parameters else "?",

@@ -74,7 +74,10 @@ def _engine_decode(dec: Decoder, prompt: list[int], n: int) -> dict:
     dec.reset()
     deltas: list[TextDelta] = []
     t0 = time.perf_counter()
-    done = dec.generate(prompt, GenerationSettings(max_tokens=n, temperature=0, ignore_eos=True),
+    # Greedy without penalty: exactly the raw loop's sampling, so only the
+    # engine's own per-token work differs.
+    greedy = GenerationSettings(max_tokens=n, temperature=0, repeat_penalty=1.0, ignore_eos=True)
+    done = dec.generate(prompt, greedy,
                         on_event=lambda e: deltas.append(e) if isinstance(e, TextDelta) else None)
     first, last = deltas[0], deltas[-1]
     st = done.stats

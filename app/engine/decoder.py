@@ -119,10 +119,24 @@ class Decoder:
                 n = 0  # this memory type cannot be cut partially
                 llama_cpp.llama_memory_clear(mem, True)
         self.tokens = self.tokens[:n]
-        if n and self.kv_used() != n:  # never trust a prefix the cache does not hold
+        if n and not self._prefix_usable(n):
             self.reset()
             n = 0
         return n
+
+    def _prefix_usable(self, n: int) -> bool:
+        """Whether the cache really holds what the next token at position n needs.
+
+        A sliding-window cache keeps only the last n_swa positions; after a
+        rollback the window before n may already be gone (llama-server makes
+        the same check), and then the honest answer is a full re-prefill.
+        """
+        mem = llama_cpp.llama_get_memory(self.ctx)
+        if llama_cpp.llama_memory_seq_pos_max(mem, 0) != n - 1:
+            return False
+        if self.n_swa > 0 and llama_cpp.llama_memory_seq_pos_min(mem, 0) > max(0, n - self.n_swa):
+            return False
+        return True
 
     def _fill(self, toks: Sequence[int], pos0: int, want_logits: bool) -> None:
         b = self._batch

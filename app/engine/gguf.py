@@ -197,7 +197,9 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
         align = int(meta.get("general.alignment", 32)) or 32
         data_start = (r.pos + align - 1) // align * align
     except _Truncated:
-        raise ModelFileError(p, f"truncated GGUF: the header runs past the end of the file ({size} bytes)") from None
+        raise ModelFileError(
+            p, f"truncated GGUF: the header runs past the end of the file ({size} bytes)"
+        ) from None
     except (ValueError, UnicodeDecodeError, OverflowError) as e:
         raise ModelFileError(p, f"corrupt GGUF header ({e})") from None
     if data_start + data_end > size:
