@@ -1,0 +1,131 @@
+"""The store's schema, as forward-only steps keyed by PRAGMA user_version.
+
+A database at version N gets steps N+1.. applied in one write transaction, so
+a crash or a second process never sees half a migration. The v1 step is kept
+verbatim (never edited) so that databases written by the first release, and
+the tests' v1 fixtures, migrate exactly as users' files will.
+
+The full-text index is not a numbered step: FTS5 is an optional SQLite module,
+so it is created (and rebuilt from the messages) whenever the running SQLite
+has it and the index is missing, and search falls back to LIKE otherwise.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+V1 = [
+    """CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        title TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        system_prompt TEXT,
+        model TEXT,
+        settings TEXT NOT NULL DEFAULT '{}'
+    )""",
+    """CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+        content TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        stats TEXT
+    )""",
+    "CREATE INDEX messages_by_conversation ON messages(conversation_id, id)",
+]
+
+# v2: crash-safe replies (state, updated_at), context-budget markers, and
+# soft delete so the window can undo a deletion.
+V2 = [
+    "ALTER TABLE messages ADD COLUMN updated_at REAL",
+    "UPDATE messages SET updated_at = created_at",
+    "ALTER TABLE messages ADD COLUMN state TEXT NOT NULL DEFAULT 'complete' "
+    "CHECK (state IN ('complete', 'generating', 'interrupted'))",
+    "ALTER TABLE messages ADD COLUMN out_of_context INTEGER NOT NULL DEFAULT 0",
+    # The process saving a "generating" reply: once it is gone, the reply was cut off.
+    "ALTER TABLE messages ADD COLUMN writer_pid INTEGER",
+    "CREATE INDEX messages_generating ON messages(state) WHERE state = 'generating'",
+    "ALTER TABLE conversations ADD COLUMN deleted_at REAL",
+    "CREATE INDEX conversations_by_update ON conversations(deleted_at, updated_at)",
+]
+
+STEPS = [V1, V2]
+CURRENT = len(STEPS)
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(conn: sqlite3.Connection, target: int = CURRENT) -> int:
+    """Apply the missing steps up to `target`; the caller holds a write transaction."""
+    version = user_version(conn)
+    for n in range(version + 1, target + 1):
+        for stmt in STEPS[n - 1]:
+            conn.execute(stmt)
+    if target > version:
+        conn.execute(f"PRAGMA user_version = {int(target)}")
+    return max(version, target)
+
+
+FTS_TABLE = "messages_fts"
+_FTS = [
+    # trigram: substring search (what a search box promises), case-insensitive.
+    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(content, content='messages', "
+    "content_rowid='id', tokenize='trigram')",
+    f"""CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO {FTS_TABLE}(rowid, content) VALUES (new.id, new.content); END""",
+    f"""CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) VALUES ('delete', old.id, old.content); END""",
+    f"""CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO {FTS_TABLE}(rowid, content) VALUES (new.id, new.content); END""",
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')",
+]
+_FTS_TRIGGERS = ("messages_fts_ai", "messages_fts_ad", "messages_fts_au")
+
+
+def fts_available() -> bool:
+    """Whether this Python's SQLite has FTS5 with the trigram tokenizer (3.34+)."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram')")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()
+
+
+def ensure_search_index(conn: sqlite3.Connection, available: bool) -> bool:
+    """Create the FTS index if this SQLite can; the caller holds a write transaction.
+
+    Without FTS5 the triggers are dropped (they would make every insert fail
+    with "no such module"); the stale table is rebuilt on a later open that has it.
+    """
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    if not available:
+        for t in _FTS_TRIGGERS:
+            if t in names:
+                conn.execute(f"DROP TRIGGER {t}")
+        return False
+    if all(t in names for t in _FTS_TRIGGERS):
+        return True
+    for t in _FTS_TRIGGERS:
+        if t in names:
+            conn.execute(f"DROP TRIGGER {t}")
+    if FTS_TABLE in names:
+        conn.execute(f"DROP TABLE {FTS_TABLE}")
+    for stmt in _FTS:
+        conn.execute(stmt)
+    return True
+
+
+def needs_work(conn: sqlite3.Connection, available: bool) -> bool:
+    """Cheap read-only check, so an up-to-date database opens without a write lock."""
+    if user_version(conn) != CURRENT:
+        return True
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    has = all(t in names for t in _FTS_TRIGGERS)
+    return has != available

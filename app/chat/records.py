@@ -1,0 +1,77 @@
+"""Plain records the store returns, shared by the window, the CLI and the exports.
+
+They carry no database handle, so a loaded conversation can be rendered,
+exported or handed to another thread without keeping the store busy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.chat.prompt import Msg
+from app.engine.stats import ReplyStats
+
+# A reply still streaming; after a crash the next open turns it into INTERRUPTED.
+COMPLETE, GENERATING, INTERRUPTED = "complete", "generating", "interrupted"
+STATES = (COMPLETE, GENERATING, INTERRUPTED)
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass
+class StoredMessage:
+    id: int
+    conversation_id: int
+    role: str
+    content: str
+    created_at: float
+    updated_at: float
+    state: str = COMPLETE
+    stats: ReplyStats | None = None
+    out_of_context: bool = False  # left out of the latest reply's prompt by the context budget
+
+
+@dataclass
+class ConversationSummary:
+    """One row of the conversation list: enough to draw it without the messages."""
+
+    id: int
+    title: str
+    created_at: float
+    updated_at: float
+    message_count: int
+    model: str | None = None
+
+
+@dataclass
+class Conversation:
+    id: int
+    title: str
+    created_at: float
+    updated_at: float
+    system_prompt: str | None = None
+    model: str | None = None
+    settings: dict = field(default_factory=dict)
+    messages: list[StoredMessage] = field(default_factory=list)
+
+    def history(self) -> tuple[list[Msg], list[int]]:
+        """The turns to send to the engine, and the message id of each.
+
+        A reply still generating (another process's) is left out; interrupted
+        partial replies stay in, as the user saw them. The ids let the caller
+        map `Reply.dropped` (indices) back to messages to mark them.
+        """
+        msgs, ids = [], []
+        for m in self.messages:
+            if m.role in ("user", "assistant") and m.state != GENERATING:
+                msgs.append(Msg(m.role, m.content))
+                ids.append(m.id)
+        return msgs, ids
+
+
+@dataclass
+class SearchHit:
+    conversation_id: int
+    title: str
+    message_id: int
+    role: str
+    snippet: str  # the matching text with some context, on one line
