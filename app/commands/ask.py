@@ -1,4 +1,10 @@
-"""`llamadesk ask`: one question, answered headlessly by the window's engine."""
+"""`llamadesk ask`: one question, answered headlessly by the window's engine.
+
+The exchange is recorded in the same history as the window's (unless
+--no-save), through the same `record_turn`, so `--continue ID` sends the
+model exactly the prompt the window would and a crash mid-reply leaves the
+partial reply behind, marked interrupted.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,11 @@ import argparse
 import json
 import sys
 import threading
+from pathlib import Path
 
+from app.chat.recorder import record_turn
 from app.chat.session import ChatEngine, Reply
+from app.chat.store import Store
 from app.commands.common import add_model_args, add_sampling_args, load_options, note, sampling
 from app.engine.decoder import CancelToken
 from app.engine.events import TextDelta
@@ -20,7 +29,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--system", default=None, metavar="TEXT", help="system prompt")
     p.add_argument("--no-stream", action="store_true", help="print the reply only when it is complete")
     p.add_argument("--json", action="store_true",
-                   help='print one JSON object {"text", "model", "stats"} on stdout')
+                   help='print one JSON object {"text", "model", "stats", "conversation"} on stdout')
+    p.add_argument("--continue", dest="continue_id", type=int, default=None, metavar="ID",
+                   help="continue conversation ID (see `llamadesk list`) with its history and system prompt")
+    p.add_argument("--no-save", action="store_true", help="do not record this exchange in the history")
     add_model_args(p)
     add_sampling_args(p)
     return p
@@ -53,6 +65,24 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     settings = sampling(args)
+    store = None
+    if not args.no_save or args.continue_id is not None:
+        store = Store.open()  # before the model: a history problem is reported in no time
+        if store.notice:
+            note(store.notice)
+    try:
+        return _ask(args, settings, store)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _ask(args: argparse.Namespace, settings, store: Store | None) -> int:
+    history, system = [], args.system
+    if args.continue_id is not None:
+        conv = store.get_conversation(args.continue_id)  # fails early for a wrong id
+        history = conv.history()[0]
+        system = conv.system_prompt if system is None else system
     engine = ChatEngine.open(args.model, load_options(args))
     try:
         report = engine.model.report
@@ -67,10 +97,19 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.write(ev.text)
                 sys.stdout.flush()
 
-        reply: Reply = generate_interruptibly(
-            lambda cancel: engine.reply([], args.prompt, settings, args.system, on_event, cancel))
+        conv_id = None
+        if args.no_save:
+            reply: Reply = generate_interruptibly(
+                lambda cancel: engine.reply(history, args.prompt, settings, system, on_event, cancel))
+        else:
+            turn = generate_interruptibly(
+                lambda cancel: record_turn(store, engine, args.continue_id, args.prompt, settings,
+                                           args.system, on_event, cancel,
+                                           model=Path(report.model_path).name))
+            reply, conv_id = turn.reply, turn.conversation_id
         if args.json:
-            json.dump({"text": reply.text, "model": report.model_path, "stats": reply.stats.to_json()},
+            json.dump({"text": reply.text, "model": report.model_path, "stats": reply.stats.to_json(),
+                       "conversation": conv_id},
                       sys.stdout, ensure_ascii=False)
             sys.stdout.write("\n")
         else:
@@ -79,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
             sys.stdout.flush()
             print(reply.stats.summary(), file=sys.stderr)
+            if conv_id is not None:
+                note(f"saved as conversation {conv_id} (continue it with --continue {conv_id})")
         return 0
     finally:
         engine.close()
