@@ -1,0 +1,39 @@
+"""Transcripts out of the store: Markdown, JSON, HTML and plain text.
+
+Every format carries each reply's stats (the same ReplyStats the gauges
+showed): compact one-liners in Markdown and text, a full table in HTML, every
+field in JSON. Files are written atomically.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.chat import atomic, transcript
+from app.chat.export import html, markdown, text
+from app.chat.records import Conversation
+
+FORMATS = ("md", "json", "html", "txt")
+_BY_SUFFIX = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html",
+              ".txt": "txt", ".text": "txt"}
+_RENDER = {"md": markdown.render, "json": transcript.dumps, "html": html.render, "txt": text.render}
+
+
+def format_for(path: str | Path) -> str | None:
+    """The format a file name asks for by its extension, or None."""
+    return _BY_SUFFIX.get(Path(path).suffix.lower())
+
+
+def render(conv: Conversation, fmt: str) -> str:
+    if fmt not in _RENDER:
+        raise ValueError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
+    return _RENDER[fmt](conv)
+
+
+def export(conv: Conversation, path: str | Path, fmt: str | None = None) -> Path:
+    """Write `conv` to `path` atomically; the format defaults to the extension's."""
+    fmt = fmt or format_for(path)
+    if fmt is None:
+        raise ValueError(f"{path}: cannot tell the format from the extension; "
+                         f"choose one of {', '.join(FORMATS)}")
+    return atomic.write_text(path, render(conv, fmt))

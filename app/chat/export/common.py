@@ -1,0 +1,37 @@
+"""Small pieces the human-readable exports share, so they say things the same way."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from app.chat.records import INTERRUPTED, Conversation, StoredMessage
+
+ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
+
+
+def when(ts: float) -> str:
+    """Local time with its UTC offset: readable, and unambiguous once shared."""
+    return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
+
+
+def marks(m: StoredMessage) -> list[str]:
+    out = []
+    if m.state == INTERRUPTED:
+        out.append("interrupted")
+    elif m.state == "generating":
+        out.append("still generating")
+    if m.out_of_context:
+        out.append("out of context")
+    return out
+
+
+def header_facts(conv: Conversation) -> list[str]:
+    facts = [f"Conversation {conv.id}", f"created {when(conv.created_at)}",
+             f"updated {when(conv.updated_at)}", f"{len(conv.messages)} messages"]
+    if conv.model:
+        facts.append(f"model {conv.model}")
+    return facts
+
+
+def title(conv: Conversation) -> str:
+    return conv.title or "Untitled conversation"

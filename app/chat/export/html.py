@@ -1,0 +1,83 @@
+"""HTML export: one self-contained page that opens in any browser.
+
+Model output is untrusted text: every string from the conversation passes
+through html.escape (quotes too) and is shown with white-space: pre-wrap, so
+`<script>` or `<img onerror=...>` in a reply render as the characters they
+are. As a second fence the page forbids scripts outright through its
+Content-Security-Policy, and uses no scripts of its own (stats open with
+<details>).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from html import escape
+
+from app.chat.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.chat.records import Conversation, StoredMessage
+
+CSS = """
+:root { color-scheme: light dark; --bg: #f6f7f9; --card: #fff; --fg: #1d2330; --muted: #6b7280;
+  --user: #e8f0fe; --asst: #fff; --line: #d9dde3; --warn: #b45309; }
+@media (prefers-color-scheme: dark) { :root { --bg: #15181d; --card: #1e2229; --fg: #e6e8eb;
+  --muted: #9aa3ae; --user: #1f2b3d; --asst: #1e2229; --line: #333a44; --warn: #f59e0b; } }
+body { margin: 0; background: var(--bg); color: var(--fg);
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+main { max-width: 860px; margin: 0 auto; padding: 24px 16px 48px; }
+h1 { font-size: 1.5em; margin: 0 0 4px; overflow-wrap: anywhere; }
+.facts, .when, .stats { color: var(--muted); font-size: 0.85em; }
+.system { border-left: 3px solid var(--line); padding: 4px 12px; margin: 16px 0; white-space: pre-wrap; }
+.msg { background: var(--card); border: 1px solid var(--line); border-radius: 10px;
+  padding: 10px 14px; margin: 12px 0; }
+.msg.user { background: var(--user); }
+.msg.out-of-context { opacity: 0.6; }
+.head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
+.role { font-weight: 600; }
+.mark { color: var(--warn); font-size: 0.85em; }
+.content { white-space: pre-wrap; overflow-wrap: anywhere; margin: 6px 0;
+  font-family: inherit; }
+.stats summary { cursor: pointer; }
+.stats table { border-collapse: collapse; margin-top: 4px; }
+.stats td { padding: 1px 10px 1px 0; font-variant-numeric: tabular-nums; }
+"""
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _e(s: object) -> str:
+    return escape(str(s), quote=True)
+
+
+def _stats(m: StoredMessage) -> str:
+    if m.stats is None:
+        return ""
+    rows = "".join(f"<tr><td>{_e(f.name)}</td><td>{_e(getattr(m.stats, f.name))}</td></tr>"
+                   for f in fields(m.stats))
+    return (f'<details class="stats"><summary>{_e(m.stats.summary())}</summary>'
+            f"<table>{rows}</table></details>")
+
+
+def _message(m: StoredMessage) -> str:
+    cls = ["msg", _e(m.role)] + (["out-of-context"] if m.out_of_context else [])
+    extra = "".join(f'<span class="mark">{_e(x)}</span>' for x in marks(m))
+    return (f'<section class="{" ".join(cls)}"><div class="head">'
+            f'<span class="role">{_e(ROLE_NAMES.get(m.role, m.role))}</span>'
+            f'<span class="when">{_e(when(m.created_at))}</span>{extra}</div>'
+            f'<div class="content">{_e(m.content)}</div>{_stats(m)}</section>')
+
+
+def render(conv: Conversation) -> str:
+    t = _e(title(conv))
+    system = (f'<div class="system"><strong>System prompt</strong>\n{_e(conv.system_prompt)}</div>'
+              if conv.system_prompt else "")
+    body = "\n".join(_message(m) for m in conv.messages)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="generator" content="LlamaDesk">\n<title>{t}</title>\n'
+        f"<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
+        f"<h1>{t}</h1>\n<div class=\"facts\">{_e(' · '.join(header_facts(conv)))}</div>\n"
+        f"{system}\n{body}\n</main>\n</body>\n</html>\n"
+    )

@@ -1,0 +1,22 @@
+"""Plain-text export: for pasting anywhere; stats as one indented line per reply."""
+
+from __future__ import annotations
+
+from app.chat.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.chat.records import Conversation
+
+
+def render(conv: Conversation) -> str:
+    t = title(conv)
+    out = [t, "=" * max(3, len(t)), " · ".join(header_facts(conv)), ""]
+    if conv.system_prompt:
+        out += ["System prompt:", *("  " + line for line in conv.system_prompt.splitlines()), ""]
+    for m in conv.messages:
+        extra = marks(m)
+        head = f"[{when(m.created_at)}] {ROLE_NAMES.get(m.role, m.role)}"
+        out.append(head + (f" ({', '.join(extra)})" if extra else "") + ":")
+        out.append(m.content)
+        if m.stats is not None:
+            out.append(f"  -- {m.stats.summary()}")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,162 @@
+"""LlamaDesk's own JSON transcript: the full-fidelity, versioned export format.
+
+Documented in docs/transcript-format.md. Reading validates the whole document
+before anything is written, so a malformed or newer file changes nothing and
+gets one line saying what is wrong and where.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import MISSING, fields
+from datetime import UTC, datetime
+from pathlib import Path
+
+from app import __version__
+from app.chat.errors import TranscriptError
+from app.chat.records import ROLES, STATES, Conversation, StoredMessage
+from app.engine.stats import ReplyStats
+
+FORMAT = "llamadesk.transcript"
+VERSION = 1
+
+
+def _finite(v):
+    """JSON has no NaN/Infinity; a non-finite rate (never expected) becomes null."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def to_document(conv: Conversation) -> dict:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "app_version": __version__,
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "conversation": {
+            "id": conv.id,
+            "title": conv.title,
+            "created_at": conv.created_at,
+            "updated_at": conv.updated_at,
+            "system_prompt": conv.system_prompt,
+            "model": conv.model,
+            "settings": conv.settings,
+            "messages": [
+                {
+                    "role": m.role,
+                    "content": m.content,
+                    "created_at": m.created_at,
+                    "updated_at": m.updated_at,
+                    "state": m.state,
+                    "out_of_context": m.out_of_context,
+                    "stats": ({k: _finite(v) for k, v in m.stats.to_json().items()}
+                              if m.stats is not None else None),
+                }
+                for m in conv.messages
+            ],
+        },
+    }
+
+
+def dumps(conv: Conversation) -> str:
+    return json.dumps(to_document(conv), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+
+
+# --- reading ---------------------------------------------------------------
+
+_NUM = (int, float)
+_STAT_TYPES = {"int": (int,), "float": _NUM, "str": (str,)}
+
+
+class _Bad(Exception):
+    pass
+
+
+def _get(obj: dict, key: str, types: tuple, where: str, optional: bool = False):
+    if key not in obj:
+        if optional:
+            return None
+        raise _Bad(f"{where} has no {key!r}")
+    v = obj[key]
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) and bool not in types or not isinstance(v, types):
+        raise _Bad(f"{where}.{key} should be {' or '.join(t.__name__ for t in types)}, "
+                   f"not {type(v).__name__}")
+    return v
+
+
+def _stats(d, where: str) -> ReplyStats | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise _Bad(f"{where}.stats should be an object or null")
+    for f in fields(ReplyStats):
+        base, _, rest = str(f.type).partition(" | ")
+        if f.name not in d and f.default is not MISSING:
+            continue  # a field newer than the file: its default applies
+        if d.get(f.name) is None and rest == "None" and f.name in d:
+            continue
+        _get(d, f.name, _STAT_TYPES[base], f"{where}.stats")
+    return ReplyStats.from_json(d)
+
+
+def from_document(doc) -> Conversation:
+    """Validate a parsed document and build the conversation it describes (id 0)."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise _Bad(f'not a LlamaDesk transcript (no "format": "{FORMAT}")')
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _Bad("the transcript has no integer version")
+    if version != VERSION:
+        newer = "a newer" if version > VERSION else "an unknown"
+        raise _Bad(f"transcript version {version} is {newer} version; this LlamaDesk reads version {VERSION}")
+    c = _get(doc, "conversation", (dict,), "document")
+    w = "conversation"
+    conv = Conversation(
+        id=0,
+        title=_get(c, "title", (str,), w),
+        created_at=float(_get(c, "created_at", _NUM, w)),
+        updated_at=float(_get(c, "updated_at", _NUM, w)),
+        system_prompt=_get(c, "system_prompt", (str,), w, optional=True),
+        model=_get(c, "model", (str,), w, optional=True),
+        settings=_get(c, "settings", (dict,), w, optional=True) or {},
+    )
+    for i, m in enumerate(_get(c, "messages", (list,), w)):
+        mw = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise _Bad(f"{mw} should be an object")
+        role = _get(m, "role", (str,), mw)
+        if role not in ROLES:
+            raise _Bad(f"{mw}.role {role!r} is not one of {', '.join(ROLES)}")
+        state = _get(m, "state", (str,), mw)
+        if state not in STATES:
+            raise _Bad(f"{mw}.state {state!r} is not one of {', '.join(STATES)}")
+        created = float(_get(m, "created_at", _NUM, mw))
+        conv.messages.append(StoredMessage(
+            id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw),
+            created_at=created,
+            updated_at=float(_get(m, "updated_at", _NUM, mw, optional=True) or created),
+            state=state, stats=_stats(m.get("stats"), mw),
+            out_of_context=bool(_get(m, "out_of_context", (bool,), mw, optional=True)),
+        ))
+    return conv
+
+
+def load(path: str | Path) -> Conversation:
+    """Read and validate a transcript file; raises TranscriptError naming the file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise TranscriptError(path, f"cannot read it: {e.strerror or e}") from e
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise TranscriptError(path, "not UTF-8 text, so not a LlamaDesk transcript") from e
+    except json.JSONDecodeError as e:
+        raise TranscriptError(path, f"not valid JSON (line {e.lineno} column {e.colno}: {e.msg})") from e
+    try:
+        return from_document(doc)
+    except _Bad as e:
+        raise TranscriptError(path, str(e)) from e
