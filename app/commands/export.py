@@ -1,0 +1,36 @@
+"""`llamadesk export`: one conversation as Markdown, JSON, HTML or plain text."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.chat import export
+from app.chat.store import Store
+from app.commands.common import note
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("export", help="export a conversation to a file",
+                       description="Write conversation ID with every message and its stats. "
+                                   "JSON is the full-fidelity format `llamadesk import` reads back.")
+    p.add_argument("id", type=int, help="the conversation (see `llamadesk list`)")
+    p.add_argument("--format", choices=export.FORMATS, default=None,
+                   help="default: from the extension of -o (Markdown for stdout)")
+    p.add_argument("-o", "--output", default="-", metavar="FILE",
+                   help="file to write, or - for stdout (the default)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    with Store.open() as store:
+        if store.notice:
+            note(store.notice)
+        conv = store.get_conversation(args.id)
+    if args.output == "-":
+        sys.stdout.write(export.render(conv, args.format or "md"))
+        sys.stdout.flush()
+        return 0
+    path = export.export(conv, args.output, args.format)
+    note(f"exported conversation {conv.id} ({len(conv.messages)} messages) to {path}")
+    return 0
