@@ -1,0 +1,98 @@
+"""The conversation the window shows, as plain data (no Qt).
+
+Kept apart from the widgets so the SQLite store (issue 4) can load and save it
+without knowing about the view, and so tests can check regenerate/edit logic
+without a window. Indices here are the ones `ChatEngine.reply(...).dropped`
+refers to: the history passed to the engine is `messages` in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.chat.prompt import Msg
+from app.engine.stats import ReplyStats
+
+
+@dataclass
+class ChatMessage:
+    role: str  # "user" or "assistant"
+    content: str
+    stats: ReplyStats | None = None
+    out_of_context: bool = False  # the context budget left it out of the last prompt
+
+    def to_json(self) -> dict:
+        return {"role": self.role, "content": self.content,
+                "stats": self.stats.to_json() if self.stats else None,
+                "out_of_context": self.out_of_context}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ChatMessage:
+        st = d.get("stats")
+        return cls(d["role"], d["content"], ReplyStats.from_json(st) if st else None,
+                   bool(d.get("out_of_context", False)))
+
+
+@dataclass
+class Conversation:
+    system_prompt: str = ""
+    messages: list[ChatMessage] = field(default_factory=list)
+    title: str = ""
+
+    def history(self, upto: int | None = None) -> list[Msg]:
+        """What the engine sees as earlier turns (everything before `upto`)."""
+        msgs = self.messages if upto is None else self.messages[:upto]
+        return [Msg(m.role, m.content) for m in msgs]
+
+    def system(self) -> str | None:
+        return self.system_prompt.strip() or None
+
+    def add(self, role: str, content: str, stats: ReplyStats | None = None) -> int:
+        self.messages.append(ChatMessage(role, content, stats))
+        if not self.title and role == "user":
+            self.title = content.strip().splitlines()[0][:60] if content.strip() else ""
+        return len(self.messages) - 1
+
+    def last_user_index(self) -> int | None:
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i].role == "user":
+                return i
+        return None
+
+    def can_regenerate(self) -> bool:
+        return bool(self.messages) and self.messages[-1].role == "assistant" \
+            and self.last_user_index() is not None
+
+    def take_last_exchange(self) -> str | None:
+        """Remove the last user message and everything after it; return its text.
+
+        Regenerate and edit-and-resend both start here: the engine is then asked
+        the same (or edited) question with the same earlier history, so the KV
+        cache still holds that history and only the question is prefilled again.
+        """
+        i = self.last_user_index()
+        if i is None:
+            return None
+        text = self.messages[i].content
+        del self.messages[i:]
+        return text
+
+    def mark_dropped(self, dropped: list[int]) -> list[int]:
+        """Flag the messages the last prompt left out; return indices whose flag changed."""
+        gone = set(dropped)
+        changed = []
+        for i, m in enumerate(self.messages):
+            flag = i in gone
+            if m.out_of_context != flag:
+                m.out_of_context = flag
+                changed.append(i)
+        return changed
+
+    def to_json(self) -> dict:
+        return {"title": self.title, "system_prompt": self.system_prompt,
+                "messages": [m.to_json() for m in self.messages]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Conversation:
+        return cls(d.get("system_prompt", ""), [ChatMessage.from_json(m) for m in d.get("messages", [])],
+                   d.get("title", ""))

@@ -1,0 +1,189 @@
+"""The one thread that owns the ChatEngine, and the GUI-side handle to it.
+
+llama.cpp objects are not thread-safe, and a decode step must never run on
+the GUI thread, so every engine call happens in EngineWorker's slots on a
+dedicated QThread. The worker never touches widgets: it only emits signals,
+which Qt queues to the GUI thread. Requests go the other way as queued
+signals too, so calls are serialized in the order they were made.
+
+Stopping does not wait for the queue: CancelToken is a threading.Event the
+GUI sets directly, and the decode loop checks it every token (and llama.cpp's
+abort callback checks it during prefill).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from app.chat.prompt import Msg
+from app.chat.session import ChatEngine
+from app.engine.decoder import CancelToken
+from app.engine.errors import ContextOverflowError, EngineError
+from app.engine.loader import LoadOptions, LoadReport
+from app.engine.sampling import GenerationSettings
+
+log = logging.getLogger("llamadesk.ui.engine")
+_ids = itertools.count(1)
+
+
+class _Shutdown(Exception):
+    """Raised from the default-model assembly progress callback to abandon it."""
+
+
+@dataclass
+class LoadRequest:
+    path: str | None
+    options: LoadOptions
+
+
+@dataclass
+class Loaded:
+    path: str
+    report: LoadReport
+    notice: str | None
+    n_ctx: int
+
+
+@dataclass
+class Job:
+    history: list[Msg]
+    user_text: str
+    settings: GenerationSettings
+    system: str | None
+    cancel: CancelToken = field(default_factory=CancelToken)
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+class EngineWorker(QObject):
+    load_progress = Signal(int, int)  # bytes done, total (default model assembly)
+    loaded = Signal(object)  # Loaded
+    load_failed = Signal(str)
+    event = Signal(object, object)  # job id, engine event
+    replied = Signal(object, object)  # Job, Reply
+    failed = Signal(object, str, bool)  # Job, message, is a context overflow
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine: ChatEngine | None = None
+        self.stopping = False
+
+    @Slot(object)
+    def load(self, req: LoadRequest) -> None:
+        self.close_engine()  # free the old model's memory before loading the next
+        def progress(done: int, total: int) -> None:
+            if self.stopping:
+                raise _Shutdown
+            self.load_progress.emit(done, total)
+        try:
+            eng = ChatEngine.open(req.path, req.options, progress=progress)
+        except _Shutdown:
+            return
+        except (EngineError, ValueError, OSError) as e:
+            self.load_failed.emit(str(e))
+            return
+        except Exception as e:  # noqa: BLE001 - the window must survive any loader bug
+            log.exception("model load crashed")
+            self.load_failed.emit(f"{type(e).__name__}: {e}")
+            return
+        if self.stopping:
+            eng.close()
+            return
+        self.engine = eng
+        path = req.path or eng.model.report.model_path
+        self.loaded.emit(Loaded(str(Path(path)), eng.model.report, eng.notice, eng.n_ctx))
+
+    @Slot(object)
+    def generate(self, job: Job) -> None:
+        if self.engine is None:
+            self.failed.emit(job, "no model is loaded", False)
+            return
+        jid = job.id
+        emit = self.event.emit
+        try:
+            reply = self.engine.reply(job.history, job.user_text, job.settings, job.system,
+                                      on_event=lambda ev: emit(jid, ev), cancel=job.cancel)
+        except ContextOverflowError as e:
+            self.failed.emit(job, str(e), True)
+        except (EngineError, ValueError) as e:
+            self.failed.emit(job, str(e), False)
+        except Exception as e:  # noqa: BLE001
+            log.exception("reply crashed")
+            self.failed.emit(job, f"{type(e).__name__}: {e}", False)
+        else:
+            self.replied.emit(job, reply)
+
+    def close_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+
+class EngineBridge(QObject):
+    """GUI-thread handle: owns the worker thread, forwards requests, shuts down."""
+
+    _request_load = Signal(object)
+    _request_generate = Signal(object)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.thread = QThread()
+        self.thread.setObjectName("llamadesk-engine")
+        self.worker = EngineWorker()
+        self.worker.moveToThread(self.thread)
+        self._request_load.connect(self.worker.load)
+        self._request_generate.connect(self.worker.generate)
+        self.current: Job | None = None
+        self.thread.start()
+
+    def load(self, path: str | None, options: LoadOptions) -> None:
+        self.stop()
+        self._request_load.emit(LoadRequest(path, options))
+
+    def submit(self, job: Job) -> Job:
+        self.current = job
+        self._request_generate.emit(job)
+        return job
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.current.cancel.cancel()
+
+    def job_done(self, job: Job) -> None:
+        if self.current is job:
+            self.current = None
+
+    def shutdown(self, timeout_s: float = 2.0) -> bool:
+        """Stop the reply, end the thread, free the model. Safe to call twice.
+
+        The order matters (qasync issue 115): the running job is told to stop
+        before anything waits for the thread, so quitting never hangs on a
+        reply that is still decoding.
+        """
+        if not self.thread.isRunning():
+            self.worker.close_engine()
+            return True
+        self.worker.stopping = True
+        self.stop()
+        for sig in (self.worker.event, self.worker.replied, self.worker.failed,
+                    self.worker.loaded, self.worker.load_failed, self.worker.load_progress):
+            with warnings.catch_warnings():  # PySide warns when nothing was connected
+                warnings.simplefilter("ignore")
+                try:
+                    sig.disconnect()
+                except (RuntimeError, TypeError):
+                    pass
+        self.thread.quit()
+        ok = self.thread.wait(int(timeout_s * 1000))
+        if not ok:
+            # Only a model load (not interruptible inside llama.cpp) gets here.
+            log.warning("engine thread still busy after %.1f s; waiting for the load", timeout_s)
+            ok = self.thread.wait(30_000)
+        if ok:
+            self.worker.close_engine()
+        return ok

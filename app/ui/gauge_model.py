@@ -1,0 +1,145 @@
+"""What the gauges show, computed from engine events (no Qt).
+
+The panel asks for a snapshot on its own timer, so TTFT keeps counting while
+nothing arrives (the wait is the number users care about), and the display
+rate never depends on how often the engine happens to send events. TTFT and
+decode rate are kept apart on purpose: averaging them into one "latency"
+hides which of prefill or decode is the problem.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, TextDelta
+from app.engine.stats import ReplyStats
+
+RATE_WINDOW_S = 1.0  # rolling decode rate over the last second of tokens
+MAX_TURNS = 30
+
+
+@dataclass
+class Snapshot:
+    active: bool
+    phase: str  # "idle", "waiting", "prefill", "decode", "done"
+    ttft_s: float | None  # live: elapsed while waiting; fixed once the first token came
+    ttft_final: bool
+    elapsed_s: float
+    rate_tok_s: float | None  # live rolling decode rate
+    prefill_tok_s: float | None  # final, from llama.cpp's counters
+    decode_tok_s: float | None  # final
+    generated: int
+    max_tokens: int
+    remaining_s: float | None  # at the current rate, to max_tokens
+    n_ctx: int
+    kv_cached: int
+    kv_new: int  # prompt tokens prefilled for this reply (so far)
+    kv_new_total: int
+    kv_generated: int
+    dropped_tokens: int
+    dropped_messages: int
+    rate_series: list[tuple[float, float]]  # (seconds since first token, tok/s)
+    turns: list[tuple[float | None, float | None]]  # (ttft_s, decode tok/s) per finished reply
+    recent_ttft: list[float]
+
+
+@dataclass
+class LiveGauges:
+    n_ctx: int = 0
+    max_tokens: int = 0
+    active: bool = False
+    phase: str = "idle"
+    t_submit: float = 0.0
+    t_end: float = 0.0
+    ttft: float | None = None
+    t_first: float | None = None
+    generated: int = 0
+    cached: int = 0
+    new_total: int = 0
+    new_done: int = 0
+    progress_rate: float | None = None
+    stats: ReplyStats | None = None
+    deltas: deque = field(default_factory=lambda: deque(maxlen=512))
+    series: list[tuple[float, float]] = field(default_factory=list)
+    turns: deque = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
+    _last_sample: float = 0.0
+
+    def start(self, now: float, max_tokens: int, n_ctx: int) -> None:
+        self.active, self.phase = True, "waiting"
+        self.t_submit, self.max_tokens, self.n_ctx = now, max_tokens, n_ctx
+        self.ttft = self.t_first = None
+        self.generated = self.cached = self.new_total = self.new_done = 0
+        self.progress_rate = None
+        self.stats = None
+        self.deltas.clear()
+        self.series = []
+        self._last_sample = 0.0
+
+    def feed(self, ev, now: float) -> None:
+        if isinstance(ev, PrefillStarted):
+            self.phase = "prefill"
+            self.cached, self.new_total, self.n_ctx = ev.cached_tokens, ev.new_tokens, ev.n_ctx
+        elif isinstance(ev, Progress):
+            if ev.phase == "prefill":
+                self.new_done = ev.prefill_done
+            else:
+                self.new_done = self.new_total
+                self.progress_rate = ev.rate_tok_s
+                self.generated = max(self.generated, ev.generated)
+        elif isinstance(ev, FirstToken):
+            self.ttft, self.t_first, self.phase = ev.ttft_s, now, "decode"
+            self.new_done = self.new_total
+        elif isinstance(ev, TextDelta):
+            self.generated = ev.generated
+            self.deltas.append((ev.t, ev.generated))
+        elif isinstance(ev, Finished):
+            self.finish(ev.stats, now)
+
+    def finish(self, stats: ReplyStats | None, now: float) -> None:
+        if not self.active:
+            return
+        self.active, self.phase, self.t_end = False, "done", now
+        self.stats = stats
+        if stats is not None:
+            self.generated = stats.decode_tokens
+            self.turns.append((stats.ttft_s, stats.decode_tok_s))
+
+    def fail(self, now: float) -> None:
+        self.active, self.phase, self.t_end = False, "idle", now
+
+    def rolling_rate(self) -> float | None:
+        if len(self.deltas) < 2:
+            return self.progress_rate
+        t_last, g_last = self.deltas[-1]
+        for t, g in self.deltas:
+            if t_last - t <= RATE_WINDOW_S and g < g_last:
+                return (g_last - g) / (t_last - t) if t_last > t else self.progress_rate
+        return self.progress_rate
+
+    def snapshot(self, now: float) -> Snapshot:
+        end = now if self.active else (self.t_end or now)
+        elapsed = end - self.t_submit if self.t_submit else 0.0
+        rate = self.rolling_rate()
+        if self.active and self.phase == "decode" and rate and now - self._last_sample >= 0.1:
+            self._last_sample = now
+            self.series.append((now - (self.t_first or now), rate))
+        ttft = self.ttft if self.ttft is not None else (elapsed if self.active else None)
+        remaining = None
+        if self.active and rate:
+            remaining = max(0, self.max_tokens - self.generated) / rate
+        st = self.stats
+        recent = [t for t, _ in self.turns if t is not None][-5:]
+        return Snapshot(
+            active=self.active, phase=self.phase, ttft_s=ttft, ttft_final=self.ttft is not None,
+            elapsed_s=elapsed, rate_tok_s=rate,
+            prefill_tok_s=st.prefill_tok_s if st else None,
+            decode_tok_s=st.decode_tok_s if st else None,
+            generated=self.generated, max_tokens=self.max_tokens, remaining_s=remaining,
+            n_ctx=st.n_ctx if st else self.n_ctx, kv_cached=self.cached,
+            kv_new=self.new_total if st else self.new_done, kv_new_total=self.new_total,
+            kv_generated=self.generated,
+            dropped_tokens=st.dropped_tokens if st else 0,
+            dropped_messages=st.dropped_messages if st else 0,
+            rate_series=list(self.series), turns=list(self.turns), recent_ttft=recent,
+        )

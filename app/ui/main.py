@@ -1,0 +1,44 @@
+"""`llamadesk` with no command: the window on a qasync event loop.
+
+qasync makes Qt's loop the asyncio loop, so future async code (the store,
+downloads) can run beside the widgets. The engine does not use the loop's
+executor: it has its own thread (see engine_thread), which the window stops
+*before* the loop closes; closing a qasync loop waits for executor jobs and
+would hang on a reply still decoding (qasync issue 115).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import qasync
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from app.ui.window import MainWindow
+
+
+def run_window(model: str | None = None) -> int:
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "llamadesk"])
+    app.setApplicationName("LlamaDesk")
+    app.setApplicationDisplayName("LlamaDesk")
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    done: asyncio.Future = loop.create_future()
+    win = MainWindow(model=model)
+    win.closed.connect(lambda: done.done() or done.set_result(0))
+    # Ctrl+C in the terminal closes the window the normal way (stop, then quit).
+    old_sigint = signal.signal(signal.SIGINT, lambda *_: win.close())
+    tick = QTimer(interval=200, timeout=lambda: None)  # lets Python see the signal
+    tick.start()
+    win.resize(1200, 800)
+    win.show()
+    try:
+        with loop:
+            return loop.run_until_complete(done)
+    finally:
+        tick.stop()
+        win.shutdown()
+        signal.signal(signal.SIGINT, old_sigint)

@@ -1,0 +1,137 @@
+"""The top bar: which model, its load progress, what it runs on, and toggles.
+
+"Runs on" is always visible, and a GPU load that fell back to the CPU is shown
+in warning colours, not buried in a log: GPT4All's silent fallback is the
+complaint this answers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QWidget,
+)
+
+from app.engine.loader import LoadReport
+from app.engine.models import ModelInfo, default_model_path, discover
+
+DEFAULT_LABEL = "Gemma 3 270M (bundled default)"
+
+
+def _describe(info: ModelInfo) -> str:
+    size = f"{info.size / 1e9:.1f} GB" if info.size >= 1e9 else f"{info.size / 1e6:.0f} MB"
+    if info.error:
+        return f"{info.file} — unusable: {info.error}"
+    return f"{info.file} · {info.quantization} · {size}"
+
+
+class ModelBar(QWidget):
+    model_chosen = Signal(object)  # str path, or None for the default model
+    settings_clicked = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.combo = QComboBox()
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.combo.setMinimumContentsLength(18)
+        self.combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.combo.activated.connect(self._on_activated)
+        self.open_button = QPushButton("Open…")
+        self.open_button.setToolTip("Load a GGUF file from disk")
+        self.open_button.clicked.connect(self._browse)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(140)
+        self.progress.setTextVisible(False)
+        self.progress.hide()
+        self.status = QLabel("no model")
+        self.status.setTextFormat(self.status.textFormat().RichText)
+        self.streaming = QCheckBox("Stream")
+        self.streaming.setToolTip("Show the reply as it is generated (Ctrl+Shift+S).\n"
+                                  "Off: wait for the whole reply, then show it at once.")
+        self.settings_button = QPushButton("Settings")
+        self.settings_button.setToolTip("Settings (Ctrl+,)")
+        self.settings_button.clicked.connect(self.settings_clicked)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("Model"))
+        row.addWidget(self.combo, 2)
+        row.addWidget(self.open_button)
+        row.addWidget(self.progress)
+        row.addWidget(self.status, 3)
+        row.addWidget(self.streaming)
+        row.addWidget(self.settings_button)
+        self._paths: list[str | None] = []
+
+    def refresh(self, current: str | None, extra: list[str] = ()) -> None:
+        """List the default model and every discovered GGUF; select `current`."""
+        self.combo.clear()
+        self._paths = [None]
+        self.combo.addItem(DEFAULT_LABEL)
+        default = str(default_model_path().resolve())
+        infos = discover([p for p in [*extra, current] if p])
+        for info in infos:
+            if info.path == default:
+                continue
+            self._paths.append(info.path)
+            self.combo.addItem(_describe(info))
+            self.combo.setItemData(self.combo.count() - 1, info.path)
+        self.select(current)
+
+    def select(self, path: str | None) -> None:
+        want = str(Path(path).expanduser().resolve()) if path else None
+        if want == str(default_model_path().resolve()):
+            want = None
+        for i, p in enumerate(self._paths):
+            if p == want:
+                self.combo.setCurrentIndex(i)
+                return
+
+    def _on_activated(self, index: int) -> None:
+        if 0 <= index < len(self._paths):
+            self.model_chosen.emit(self._paths[index])
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "",
+                                              "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.model_chosen.emit(path)
+
+    def set_loading(self, name: str) -> None:
+        self.progress.setRange(0, 0)  # busy until llama.cpp returns (it reports no progress)
+        self.progress.show()
+        self.status.setText(f"loading {name}…")
+        self.combo.setEnabled(False)
+        self.open_button.setEnabled(False)
+
+    def set_assembly_progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+        self.status.setText(f"preparing the default model… {100 * done // max(total, 1)}%")
+
+    def set_loaded(self, report: LoadReport) -> None:
+        self._loaded_state()
+        where = report.runs_on
+        text = f"runs on <b>{where}</b> · ctx {report.n_ctx} · {report.n_threads} threads"
+        if report.fallback:
+            text += ' · <span style="color:#d68910;"><b>GPU fallback</b></span>'
+        self.status.setText(text)
+        self.status.setToolTip(report.fallback or f"loaded in {report.load_s:.2f} s\n{report.model_path}")
+
+    def set_failed(self) -> None:
+        self._loaded_state()
+        self.status.setText('<span style="color:#c0392b;">no model loaded</span>')
+
+    def _loaded_state(self) -> None:
+        self.progress.hide()
+        self.combo.setEnabled(True)
+        self.open_button.setEnabled(True)

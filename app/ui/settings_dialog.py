@@ -1,0 +1,104 @@
+"""The settings dialog: edits a copy of AppConfig; the window decides what applies.
+
+Sampling settings apply to the next reply. Context length, GPU layers and
+threads are fixed when llama.cpp builds its context, so the window says a
+reload is needed instead of pretending they took effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLabel,
+    QSpinBox,
+    QVBoxLayout,
+)
+
+from app.ui.config import AppConfig
+
+
+def _spin(lo: int, hi: int, value: int, special: str = "") -> QSpinBox:
+    w = QSpinBox()
+    w.setRange(lo, hi)
+    w.setValue(value)
+    if special:
+        w.setSpecialValueText(special)
+    return w
+
+
+def _dspin(lo: float, hi: float, value: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
+    w = QDoubleSpinBox()
+    w.setRange(lo, hi)
+    w.setDecimals(decimals)
+    w.setSingleStep(step)
+    w.setValue(value)
+    return w
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, cfg: AppConfig, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self._cfg = cfg
+        self.n_ctx = _spin(256, 1 << 20, cfg.n_ctx)
+        self.n_ctx.setSingleStep(256)
+        self.gpu_layers = _spin(-1, 999, cfg.n_gpu_layers, "all")
+        self.threads = _spin(0, 512, cfg.n_threads, "auto")
+        self.temperature = _dspin(0, 5, cfg.temperature, 0.05)
+        self.top_p = _dspin(0.01, 1, cfg.top_p, 0.01)
+        self.top_k = _spin(0, 1000, cfg.top_k, "off")
+        self.min_p = _dspin(0, 1, cfg.min_p, 0.01)
+        self.repeat_penalty = _dspin(0.5, 3, cfg.repeat_penalty, 0.05)
+        self.seed = _spin(-1, 2**31 - 1, cfg.seed, "random")
+        self.max_tokens = _spin(1, 1 << 20, cfg.max_tokens)
+        form = QFormLayout()
+        note = QLabel("<i>Changing these reloads the model:</i>")
+        form.addRow(note)
+        form.addRow("Context length", self.n_ctx)
+        form.addRow("GPU layers", self.gpu_layers)
+        form.addRow("Threads", self.threads)
+        form.addRow(QLabel("<i>Applied to the next reply:</i>"))
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Top-k", self.top_k)
+        form.addRow("Min-p", self.min_p)
+        form.addRow("Repeat penalty", self.repeat_penalty)
+        form.addRow("Seed", self.seed)
+        form.addRow("Max tokens", self.max_tokens)
+        self.error = QLabel()
+        self.error.setStyleSheet("color: #c0392b;")
+        self.error.hide()
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self._accept)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(self.error)
+        lay.addWidget(buttons)
+        self.result_config: AppConfig | None = None
+
+    def value(self) -> AppConfig:
+        return replace(
+            self._cfg, n_ctx=self.n_ctx.value(), n_gpu_layers=self.gpu_layers.value(),
+            n_threads=self.threads.value(), temperature=self.temperature.value(),
+            top_p=self.top_p.value(), top_k=self.top_k.value(), min_p=self.min_p.value(),
+            repeat_penalty=self.repeat_penalty.value(), seed=self.seed.value(),
+            max_tokens=self.max_tokens.value(),
+        )
+
+    def _accept(self) -> None:
+        cfg = self.value()
+        try:
+            cfg.validate()
+        except ValueError as e:
+            self.error.setText(str(e))
+            self.error.show()
+            return
+        self.result_config = cfg
+        self.accept()

@@ -1,0 +1,241 @@
+"""The main window: assembles the parts and owns the settings and the engine thread.
+
+Construction never blocks: the model loads on the engine thread, so the window
+is on screen (and the user can type) while llama.cpp maps the file.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui.chat_flow import ChatFlow
+from app.ui.chat_view import ChatView
+from app.ui.composer import Composer
+from app.ui.config import AppConfig, load_config, save_config
+from app.ui.engine_thread import EngineBridge, Loaded
+from app.ui.gauges import GaugesPanel
+from app.ui.message_bar import MessageBar
+from app.ui.model_bar import ModelBar
+from app.ui.settings_dialog import SettingsDialog
+
+log = logging.getLogger("llamadesk.ui")
+
+
+class MainWindow(QMainWindow):
+    model_loaded = Signal(object)  # Loaded
+    model_failed = Signal(str)
+    closed = Signal()
+
+    def __init__(self, model: str | None = None, config: AppConfig | None = None,
+                 config_path: Path | None = None, persist: bool = True, autoload: bool = True):
+        super().__init__()
+        self.setWindowTitle("LlamaDesk")
+        self.config_path = config_path
+        self.persist = persist
+        self.config = config if config is not None else load_config(config_path)
+        self.model_path: str | None = model if model is not None else self.config.model_path
+        self._notice_shown = False
+        self._closing = False
+        self.bridge = EngineBridge(self)
+
+        self.model_bar = ModelBar()
+        self.bar = MessageBar()
+        self.view = ChatView()
+        self.composer = Composer()
+        self.gauges = GaugesPanel()
+        self.system_prompt = QLineEdit()
+        self.system_prompt.setPlaceholderText("System prompt for this conversation (optional)")
+        self.system_prompt.textChanged.connect(self._on_system_prompt)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.regen_button = QPushButton("Regenerate")
+        self.regen_button.setToolTip("Ask the last question again")
+        self.edit_button = QPushButton("Edit last")
+        self.edit_button.setToolTip("Put the last question back in the box to edit and resend")
+        self.flow = ChatFlow(self.bridge, self.view, self.composer, self.gauges, self.bar,
+                             settings=lambda: self.config.generation(),
+                             streaming=lambda: self.config.streaming, parent=self)
+        self._build_layout()
+        self._wire()
+        self.model_bar.streaming.setChecked(self.config.streaming)
+        self._update_actions()
+        self.resize(1100, 720)
+        self.setMinimumSize(900, 600)
+        if autoload:
+            self.model_bar.refresh(self.model_path)
+            self.load_model(self.model_path)
+
+    def _build_layout(self) -> None:
+        sys_row = QHBoxLayout()
+        sys_row.addWidget(QLabel("System"))
+        sys_row.addWidget(self.system_prompt, 1)
+        actions = QHBoxLayout()
+        for b in (self.new_button, self.regen_button, self.edit_button):
+            actions.addWidget(b)
+        actions.addStretch(1)
+        chat = QWidget()
+        col = QVBoxLayout(chat)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.addLayout(sys_row)
+        col.addWidget(self.view, 1)
+        col.addLayout(actions)
+        col.addWidget(self.composer)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(chat)
+        split.addWidget(self.gauges)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 0)
+        split.setCollapsible(0, False)
+        self.gauges.setMinimumWidth(250)
+        split.setSizes([800, 290])
+        central = QWidget()
+        root = QVBoxLayout(central)
+        root.setContentsMargins(8, 8, 8, 8)
+        root.addWidget(self.model_bar)
+        root.addWidget(self.bar)
+        root.addWidget(split, 1)
+        self.setCentralWidget(central)
+
+    def _wire(self) -> None:
+        w = self.bridge.worker
+        w.loaded.connect(self._on_loaded)
+        w.load_failed.connect(self._on_load_failed)
+        w.load_progress.connect(self.model_bar.set_assembly_progress)
+        self.model_bar.model_chosen.connect(self.load_model)
+        self.model_bar.settings_clicked.connect(self.open_settings)
+        self.model_bar.streaming.toggled.connect(self.set_streaming)
+        self.new_button.clicked.connect(self.new_chat)
+        self.regen_button.clicked.connect(self.flow.regenerate)
+        self.edit_button.clicked.connect(self.flow.edit_last)
+        self.flow.busy_changed.connect(lambda _b: self._update_actions())
+        self.flow.reply_finished.connect(lambda _m: self._update_actions())
+        self.bar.action_triggered.connect(self._on_bar_action)
+        self.view.copied.connect(lambda _c: self.statusBar().showMessage("Code copied", 2000))
+        for keys, slot in (("Ctrl+N", self.new_chat), ("Esc", self.flow.stop),
+                           ("Ctrl+Shift+S", self.toggle_streaming),
+                           ("Ctrl+L", self.focus_composer), ("Ctrl+,", self.open_settings)):
+            sc = QShortcut(QKeySequence(keys), self)
+            sc.setContext(Qt.ShortcutContext.WindowShortcut)
+            sc.activated.connect(slot)
+
+    # -- model ----------------------------------------------------------------
+    def load_model(self, path: str | None) -> None:
+        if self.flow.busy:
+            self.flow.stop()
+        self.model_path = path
+        self.flow.model_ready = False
+        self.model_bar.set_loading(Path(path).name if path else "the default model")
+        self.bridge.load(path, self.config.load_options())
+
+    def _on_loaded(self, info: Loaded) -> None:
+        self.flow.model_ready = True
+        self.flow.n_ctx = info.n_ctx
+        self.model_bar.set_loaded(info.report)
+        self.config.model_path = self.model_path
+        self._save()
+        if info.report.fallback:
+            self.bar.show_message(info.report.fallback, "warning")
+        elif info.notice and not self._notice_shown:
+            self._notice_shown = True
+            self.bar.show_message(f"This model has {info.notice}.", "info")
+        elif self.bar.level == "info":
+            self.bar.hide()
+        self.model_loaded.emit(info)
+
+    def _on_load_failed(self, message: str) -> None:
+        self.flow.model_ready = False
+        self.model_bar.set_failed()
+        self.bar.show_message(f"Could not load the model: {message}", "error",
+                              action="Use default model", key="default")
+        self.model_failed.emit(message)
+
+    # -- settings -------------------------------------------------------------
+    def _save(self) -> None:
+        if self.persist:
+            try:
+                save_config(self.config, self.config_path)
+            except OSError as e:
+                self.bar.show_message(f"Could not save settings: {e}", "warning")
+
+    def set_streaming(self, on: bool) -> None:
+        if self.config.streaming != on:
+            self.config.streaming = on
+            self._save()
+        if self.model_bar.streaming.isChecked() != on:
+            self.model_bar.streaming.setChecked(on)
+
+    def toggle_streaming(self) -> None:
+        self.set_streaming(not self.config.streaming)
+
+    def open_settings(self) -> None:
+        dlg = SettingsDialog(self.config, self)
+        if dlg.exec() and dlg.result_config is not None:
+            self.apply_settings(dlg.result_config)
+
+    def apply_settings(self, cfg: AppConfig) -> list[str]:
+        """Sampling changes apply to the next reply; load-time ones ask for a reload."""
+        reload = self.config.needs_reload(cfg)
+        self.config = cfg
+        self._save()
+        if reload:
+            names = {"n_ctx": "context length", "n_gpu_layers": "GPU layers", "n_threads": "threads"}
+            what = ", ".join(names[f] for f in reload)
+            self.bar.show_message(f"Changed {what}: this takes effect when the model is reloaded.",
+                                  "info", action="Reload now", key="reload")
+        return reload
+
+    def _on_bar_action(self, key: str) -> None:
+        if key == "reload":
+            self.load_model(self.model_path)
+        elif key == "default":
+            self.model_bar.select(None)
+            self.load_model(None)
+
+    # -- conversation ---------------------------------------------------------
+    def new_chat(self) -> None:
+        self.flow.new_chat()
+        self.system_prompt.setText(self.flow.conversation.system_prompt)
+        self._update_actions()
+        self.focus_composer()
+
+    def _on_system_prompt(self, text: str) -> None:
+        self.flow.conversation.system_prompt = text
+
+    def focus_composer(self) -> None:
+        self.composer.edit.setFocus()
+
+    def _update_actions(self) -> None:
+        busy = self.flow.busy
+        conv = self.flow.conversation
+        self.regen_button.setEnabled(not busy and conv.can_regenerate())
+        self.edit_button.setEnabled(not busy and conv.last_user_index() is not None)
+
+    # -- closing --------------------------------------------------------------
+    def shutdown(self) -> bool:
+        """Stop any reply, end the engine thread, free the model (idempotent)."""
+        if self._closing:
+            return True
+        self._closing = True
+        self.flow.shutdown()
+        ok = self.bridge.shutdown(2.0)
+        self._save()
+        return ok
+
+    def closeEvent(self, ev) -> None:
+        self.shutdown()
+        super().closeEvent(ev)
+        self.closed.emit()

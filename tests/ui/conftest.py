@@ -1,0 +1,53 @@
+"""Window fixtures: a real MainWindow on the real default model, small and greedy.
+
+One llama thread keeps the tests steady on a shared 2-core machine; every
+window is closed at teardown and its engine thread must have ended.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.ui.config import AppConfig, default_path
+
+
+def small_config(**kw) -> AppConfig:
+    base = dict(n_ctx=1024, n_threads=1, max_tokens=24, temperature=0.0, seed=1)
+    base.update(kw)
+    return AppConfig(**base)
+
+
+@pytest.fixture
+def make_window(qtbot, model_path):
+    """Build a window (settings read from / saved to the test's XDG config dir)."""
+    from app.ui.window import MainWindow
+
+    made = []
+
+    def make(config: AppConfig | None = None, model: str | None = None, wait: bool = True,
+             expect_fail: bool = False):
+        if config is not None and not default_path().exists():
+            from app.ui.config import save_config
+            save_config(config)
+        win = MainWindow(model=str(model_path) if model is None else model)
+        qtbot.addWidget(win)
+        made.append(win)
+        win.show()
+        if wait:
+            sig = win.model_failed if expect_fail else win.model_loaded
+            with qtbot.waitSignal(sig, timeout=30_000):
+                pass
+        return win
+
+    yield make
+    for win in made:
+        win.close()
+        assert win.bridge.thread.isFinished(), "engine thread still running after close"
+
+
+def ask(qtbot, win, text: str, timeout: int = 60_000):
+    """Type `text`, press Enter, wait for the reply; return the assistant message."""
+    win.composer.set_text(text)
+    with qtbot.waitSignal(win.flow.reply_finished, timeout=timeout) as blocker:
+        win.flow.send()
+    return blocker.args[0]

@@ -1,0 +1,130 @@
+"""The chat loop through the real window: streaming, full mode, gauges, stop, edits."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt
+
+from tests.ui.conftest import ask, small_config
+
+QUESTION = "Name three colours."
+
+
+def test_streaming_paints_the_reply_in_several_steps(qtbot, make_window):
+    win = make_window(small_config(streaming=True, max_tokens=32))
+    msg = ask(qtbot, win, QUESTION)
+    assert msg.stats.decode_tokens >= 8
+    assert win.view.stream_paints >= 3, "streaming should append the reply in several paints"
+    assert win.view.stream_paints <= msg.stats.decode_tokens + 1  # coalesced, never more than per token
+    assert win.view.final_paints == 1
+    assert msg.content.strip() and msg.content.strip()[:20] in win.view.toPlainText()
+    assert msg.stats.summary() in win.view.toPlainText()  # stats footer under the message
+
+
+def test_full_mode_paints_the_reply_once_with_the_same_stats(qtbot, make_window):
+    win = make_window(small_config(streaming=False, max_tokens=16))
+    waiting = []
+    win.flow.reply_started.connect(lambda: qtbot.waitUntil(
+        lambda: waiting.append(win.view.toPlainText()) or "generating the full reply" in waiting[-1],
+        timeout=5000))
+    msg = ask(qtbot, win, QUESTION)
+    assert any("generating the full reply" in t for t in waiting), "waiting indicator shown"
+    assert win.view.stream_paints == 0
+    assert win.view.final_paints == 1
+    assert msg.content.strip()[:20] in win.view.toPlainText()
+    assert msg.stats.decode_tokens == 16 or msg.stats.stop_reason == "stop"
+    assert msg.stats.ttft_s is not None and msg.stats.decode_tok_s
+
+
+def test_gauges_move_during_generation_not_only_at_the_end(qtbot, make_window):
+    win = make_window(small_config(max_tokens=48))
+    seen = []
+    orig = win.gauges.show_snapshot
+
+    def record(s):
+        seen.append((time.perf_counter(), s))
+        orig(s)
+
+    win.gauges.show_snapshot = record
+    msg = ask(qtbot, win, QUESTION)
+    live = [(t, s) for t, s in seen if s.active]
+    assert len(live) >= 4
+    duration = live[-1][0] - live[0][0]
+    assert len(live) >= 4 * duration * 0.8, "at least ~4 refreshes a second"
+    assert len({round(s.elapsed_s, 2) for _, s in live}) >= 4
+    assert any(not s.ttft_final and s.ttft_s is not None for _, s in live), "TTFT counts while waiting"
+    decoding = [s for _, s in live if s.phase == "decode"]
+    if msg.stats.decode_s > 0.5:  # long enough for several mid-reply refreshes
+        assert len({s.generated for s in decoding}) >= 2
+        assert any(s.rate_tok_s for s in decoding) and any(s.remaining_s for s in decoding)
+    final = seen[-1][1]
+    assert not final.active and final.decode_tok_s and final.kv_generated == msg.stats.decode_tokens
+    assert final.turns and final.turns[-1][0] == msg.stats.ttft_s
+
+
+def test_stop_answers_quickly_and_keeps_the_partial_reply(qtbot, make_window):
+    win = make_window(small_config(max_tokens=400))
+    win.composer.set_text("Tell me a long story about a lighthouse.")
+    with qtbot.waitSignal(win.flow.reply_finished, timeout=60_000) as blocker:
+        win.flow.send()
+        assert win.composer.send_button.text() == "Stop"
+        qtbot.waitUntil(lambda: win.view.stream_paints > 0, timeout=30_000)
+        t0 = time.perf_counter()
+        qtbot.keyClick(win.composer.edit, Qt.Key.Key_Escape)
+    assert time.perf_counter() - t0 < 1.0
+    msg = blocker.args[0]
+    assert msg.stats.stop_reason == "cancelled"
+    assert msg.stats.decode_tokens < 400
+    assert win.composer.send_button.text() == "Send"
+    assert not win.flow.busy
+
+
+def test_regenerate_replaces_the_last_reply(qtbot, make_window):
+    win = make_window(small_config())
+    first = ask(qtbot, win, QUESTION)
+    assert win.regen_button.isEnabled()
+    with qtbot.waitSignal(win.flow.reply_finished, timeout=60_000) as blocker:
+        win.regen_button.click()
+    again = blocker.args[0]
+    roles = [m.role for m in win.flow.conversation.messages]
+    assert roles == ["user", "assistant"]
+    assert again.content == first.content  # greedy: same question, same answer
+    assert again.stats.cached_tokens > 0  # the question was re-asked on the cached history
+    assert win.view.toPlainText().count("You\n") == 1
+
+
+def test_edit_last_and_resend(qtbot, make_window):
+    win = make_window(small_config())
+    ask(qtbot, win, "Name three colours.")
+    win.edit_button.click()
+    assert win.composer.text() == "Name three colours."
+    assert win.flow.conversation.messages == []
+    ask(qtbot, win, "Name three animals.")
+    msgs = win.flow.conversation.messages
+    assert [m.content for m in msgs if m.role == "user"] == ["Name three animals."]
+    assert "colours" not in win.view.toPlainText()
+
+
+def test_new_chat_clears_the_conversation(qtbot, make_window):
+    win = make_window(small_config(max_tokens=8))
+    win.system_prompt.setText("You are terse.")
+    ask(qtbot, win, QUESTION)
+    qtbot.keyClick(win, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert win.flow.conversation.messages == []
+    assert win.system_prompt.text() == ""
+    assert "colours" not in win.view.toPlainText()
+    ask(qtbot, win, "Say hi.")
+    assert len(win.flow.conversation.messages) == 2
+
+
+def test_out_of_context_messages_are_marked(qtbot, make_window):
+    win = make_window(small_config(n_ctx=256, max_tokens=16))
+    filler = "Please remember this sentence about lighthouses and the sea. " * 6
+    for _ in range(3):
+        msg = ask(qtbot, win, filler)
+    assert msg.stats.dropped_messages > 0 and msg.stats.dropped_tokens > 0
+    flagged = [m for m in win.flow.conversation.messages if m.out_of_context]
+    assert flagged and flagged[0] is win.flow.conversation.messages[0]
+    assert "out of context" in win.view.toPlainText()
+    assert "left out of context" in win.gauges.dropped.text()
