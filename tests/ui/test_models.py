@@ -1,0 +1,81 @@
+"""The window's Qt-free parts: conversation edits, the settings file, Markdown, gauges."""
+
+from __future__ import annotations
+
+import json
+
+from app.engine.events import FirstToken, PrefillStarted, Progress, TextDelta
+from app.engine.stats import ReplyStats
+from app.ui.config import AppConfig, default_path, load_config, save_config
+from app.ui.conversation import Conversation
+from app.ui.gauge_model import LiveGauges
+from app.ui.markdown_render import MarkdownRenderer
+
+
+def _stats(**kw) -> ReplyStats:
+    base = dict(ttft_s=0.1, prefill_tokens=10, cached_tokens=5, prefill_s=0.01, prefill_tok_s=1000.0,
+                decode_tokens=20, decode_s=0.2, decode_tok_s=100.0, total_s=0.4, kv_used=35, n_ctx=512,
+                stop_reason="stop")
+    base.update(kw)
+    return ReplyStats(**base)
+
+
+def test_take_last_exchange_and_dropped_flags():
+    c = Conversation()
+    c.add("user", "one")
+    c.add("assistant", "1", _stats())
+    c.add("user", "two")
+    c.add("assistant", "2", _stats())
+    assert c.can_regenerate()
+    assert [m.content for m in c.history(2)] == ["one", "1"]
+    assert c.mark_dropped([0, 1]) == [0, 1]
+    assert c.mark_dropped([0, 1]) == []
+    assert c.take_last_exchange() == "two"
+    assert [m.content for m in c.messages] == ["one", "1"]
+    back = Conversation.from_json(json.loads(json.dumps(c.to_json())))
+    assert back.messages[1].stats == c.messages[1].stats and back.messages[0].out_of_context
+    assert back.title == "one"
+
+
+def test_settings_file_round_trips_and_survives_damage():
+    cfg = AppConfig(streaming=False, temperature=0.2, seed=7, n_ctx=2048)
+    save_config(cfg)
+    assert load_config() == cfg
+    data = json.loads(default_path().read_text())
+    data.update(temperature="hot", top_k=True, unknown=1)
+    default_path().write_text(json.dumps(data))
+    got = load_config()
+    assert got.temperature == AppConfig().temperature and got.top_k == AppConfig().top_k
+    assert got.seed == 7 and got.streaming is False
+    default_path().write_text("{not json")
+    assert load_config() == AppConfig()
+    assert AppConfig(n_ctx=4096).needs_reload(AppConfig(n_ctx=8192, temperature=0)) == ["n_ctx"]
+
+
+def test_markdown_renders_code_with_copy_links_and_escapes_html():
+    r = MarkdownRenderer().render("# T\n\n<script>x</script>\n\n```python\nprint('hi')\n```\n\n"
+                                  "| a | b |\n|---|---|\n| 1 | 2 |\n", copy_base=3)
+    assert r.code_blocks == ["print('hi')\n"]
+    assert 'href="copy:3"' in r.html
+    assert "<script>" not in r.html
+    assert "<table" in r.html and "<h1>" in r.html and "color" in r.html
+
+
+def test_live_gauges_count_ttft_while_waiting_and_split_the_kv_bar():
+    g = LiveGauges()
+    g.start(100.0, max_tokens=50, n_ctx=512)
+    s = g.snapshot(100.5)
+    assert s.ttft_s == 0.5 and not s.ttft_final and s.phase == "waiting"
+    g.feed(PrefillStarted(prompt_tokens=30, cached_tokens=20, new_tokens=10, n_ctx=512), 100.6)
+    g.feed(FirstToken(0.7), 100.7)
+    for i in range(1, 11):
+        g.feed(TextDelta("x", i, 100.7 + i * 0.01), 100.7 + i * 0.01)
+    g.feed(Progress("decode", 0.8, 10, 10, 95.0, 40, 512), 100.8)
+    s = g.snapshot(100.81)
+    assert s.ttft_s == 0.7 and s.ttft_final
+    assert round(s.rate_tok_s) == 100
+    assert (s.kv_cached, s.kv_new, s.kv_generated) == (20, 10, 10)
+    assert abs(s.remaining_s - 40 / s.rate_tok_s) < 1e-6
+    g.finish(_stats(ttft_s=0.7, decode_tokens=10), 101.0)
+    s = g.snapshot(105.0)
+    assert not s.active and s.elapsed_s == 1.0 and s.turns == [(0.7, 100.0)] and s.decode_tok_s == 100.0
