@@ -1,0 +1,57 @@
+"""Two LlamaDesk processes writing the same history at once lose nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app.chat.records import COMPLETE
+from app.chat.store import Store
+
+WRITER = """
+import sys, time
+from app.chat.store import Store
+name, shared, n, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+with Store.open() as s:
+    own = s.create_conversation(title=name)
+    while not __import__("os").path.exists(go):  # start together, to collide
+        time.sleep(0.005)
+    for i in range(n):
+        s.add_message(shared, "user", f"{name} shared {i}")
+        r = s.begin_reply(own)
+        s.update_reply(r, f"{name} partial {i}")
+        s.finish_reply(r, f"{name} reply {i}", None)
+        if i % 25 == 0:
+            s.rename_conversation(own, f"{name} at {i}")
+print("done")
+"""
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
+    n = 150
+    with Store.open() as s:
+        shared = s.create_conversation(title="shared")
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, name, str(shared), str(n), str(go)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("window", "cli")]
+    time.sleep(0.5)
+    go.touch()
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert out.strip() == "done"
+    with Store.open() as s:
+        convs = {c.title: c for c in s.list_conversations()}
+        assert convs["shared"].message_count == 2 * n
+        texts = [m.content for m in s.get_conversation(shared).messages]
+        for name in ("window", "cli"):
+            mine = [t for t in texts if t.startswith(f"{name} ")]
+            assert mine == [f"{name} shared {i}" for i in range(n)]  # all there, in each writer's order
+            own = convs[f"{name} at {n - 1 - (n - 1) % 25}"]
+            msgs = s.get_conversation(own.id).messages
+            assert [m.content for m in msgs] == [f"{name} reply {i}" for i in range(n)]
+            assert {m.state for m in msgs} == {COMPLETE}
+        assert s.recovered == 0
