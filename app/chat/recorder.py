@@ -62,7 +62,7 @@ class Turn:
 def record_turn(store: Store, engine: ChatEngine, conv_id: int | None, user_text: str,
                 settings: GenerationSettings, system: str | None = None,
                 on_event: EventSink | None = None, cancel: CancelToken | None = None,
-                model: str | None = None) -> Turn:
+                model: str | None = None, save_every_s: float = SAVE_EVERY_S) -> Turn:
     """Answer `user_text` in conversation `conv_id` (None: start a new one) and record it.
 
     `system` None keeps the conversation's system prompt; a new one replaces it.
@@ -81,7 +81,7 @@ def record_turn(store: Store, engine: ChatEngine, conv_id: int | None, user_text
         store.update_conversation(conv_id, system_prompt=system, model=model, settings=settings.to_json())
     user_id = store.add_message(conv_id, "user", user_text)
     reply_id = store.begin_reply(conv_id)
-    saver = ReplySaver(store, reply_id)
+    saver = ReplySaver(store, reply_id, save_every_s)
 
     def sink(ev: Event) -> None:
         saver(ev)

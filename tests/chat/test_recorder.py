@@ -1,0 +1,146 @@
+"""record_turn with the real model: what the window and `ask` save for each turn."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from app.chat.prompt import Msg
+from app.chat.recorder import ReplySaver, record_turn
+from app.chat.records import COMPLETE, GENERATING, INTERRUPTED
+from app.chat.store import Store
+from app.engine.decoder import CancelToken
+from app.engine.errors import ContextOverflowError
+from app.engine.events import Progress, TextDelta
+from app.engine.sampling import GenerationSettings
+
+
+def greedy(n: int) -> GenerationSettings:
+    return GenerationSettings(max_tokens=n, temperature=0.0, seed=1)
+
+
+@pytest.fixture
+def store():
+    s = Store.open()
+    yield s
+    s.close()
+
+
+def test_new_turn_is_saved_with_its_stats(store, engine):
+    turn = record_turn(store, engine, None, "What is the capital of France?", greedy(12),
+                       system="Answer briefly.", model="gemma.gguf")
+    conv = store.get_conversation(turn.conversation_id)
+    assert (conv.title, conv.system_prompt, conv.model) == \
+           ("What is the capital of France?", "Answer briefly.", "gemma.gguf")
+    assert conv.settings["max_tokens"] == 12 and conv.settings["temperature"] == 0.0
+    user, reply = conv.messages
+    assert (user.id, user.role, user.content) == \
+           (turn.user_message_id, "user", "What is the capital of France?")
+    assert (reply.id, reply.content, reply.state) == (turn.reply_message_id, turn.reply.text, COMPLETE)
+    assert reply.stats == turn.reply.stats and reply.stats.decode_tokens > 0
+
+
+def test_continued_turn_sends_the_history(store, engine):
+    first = record_turn(store, engine, None, "My name is Ada.", greedy(6), system="Be kind.")
+    second = record_turn(store, engine, first.conversation_id, "What is my name?", greedy(6))
+    conv = store.get_conversation(first.conversation_id)
+    assert [m.content for m in conv.messages] == \
+           ["My name is Ada.", first.reply.text, "What is my name?", second.reply.text]
+    assert conv.system_prompt == "Be kind."  # kept when the next turn gives none
+    # Exactly the prompt the window builds from the stored history:
+    msgs, _ = conv.history()
+    expected = engine.prompt_tokens([Msg("system", "Be kind."), *msgs[:3]])
+    assert second.reply.stats.prompt_tokens == len(expected)
+
+
+def test_turns_left_out_by_the_context_budget_are_marked(store, engine):
+    cid = store.create_conversation()
+    long = "The quick brown fox jumps over the lazy dog. " * 6  # ~60 tokens a turn
+    ids = []
+    for i in range(4):
+        ids.append(store.add_message(cid, "user", f"{i}: {long}"))
+        ids.append(store.add_message(cid, "assistant", f"ok {i}"))
+    # A reply budget that leaves ~100 tokens of the 2048 for the prompt: the
+    # budget must drop old turns (and the prefill stays small). It is decided
+    # before decoding, so one token of the reply is enough.
+    cancel = CancelToken()
+    turn = record_turn(store, engine, cid, "Summarise.", greedy(1950), cancel=cancel,
+                       on_event=lambda ev: isinstance(ev, TextDelta) and cancel.cancel())
+    assert turn.reply.dropped, "~100 tokens of prompt cannot hold 4 turns of ~60"
+    marked = [m.id for m in store.get_conversation(cid).messages if m.out_of_context]
+    assert marked == [ids[i] for i in turn.reply.dropped] == ids[: len(marked)]
+    assert turn.reply.stats.dropped_messages == len(marked)
+
+
+def test_overflow_before_any_text_rolls_the_turn_back(store, engine):
+    huge = "word " * 3000
+    with pytest.raises(ContextOverflowError):
+        record_turn(store, engine, None, huge, greedy(8))
+    assert store.list_conversations() == []
+    first = record_turn(store, engine, None, "Hello", greedy(4))
+    with pytest.raises(ContextOverflowError):
+        record_turn(store, engine, first.conversation_id, huge, greedy(8))
+    assert [m.content for m in store.get_conversation(first.conversation_id).messages] == \
+           ["Hello", first.reply.text]
+
+
+def test_failure_after_some_text_keeps_it_interrupted(store, engine):
+    class Boom(Exception):
+        pass
+
+    def on_event(ev):
+        if isinstance(ev, TextDelta):
+            raise Boom
+
+    with pytest.raises(Boom):
+        record_turn(store, engine, None, "Tell me a story.", greedy(50), on_event=on_event)
+    (conv,) = store.list_conversations()
+    reply = store.get_conversation(conv.id).messages[-1]
+    assert reply.state == INTERRUPTED and reply.content != ""
+
+
+def test_reply_is_visible_to_other_processes_while_it_grows(store, engine):
+    seen, parts = [], []
+    conn = sqlite3.connect(store.path)
+
+    def on_event(ev):  # a second reader, as another process would read
+        if isinstance(ev, TextDelta):
+            parts.append(ev.text)
+            seen.append((conn.execute("SELECT content, state FROM messages WHERE role = 'assistant'")
+                         .fetchone(), "".join(parts)))
+
+    try:  # save on every event, so the test does not depend on the machine's speed
+        turn = record_turn(store, engine, None, "Count to twenty:", greedy(16), on_event=on_event,
+                           save_every_s=0.0)
+    finally:
+        conn.close()
+    assert len(seen) > 2
+    assert all(row == (so_far, GENERATING) for row, so_far in seen)
+    assert store.get_conversation(turn.conversation_id).messages[-1].content == turn.reply.text
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_saver_saves_at_least_every_interval(store):
+    cid = store.create_conversation()
+    mid = store.begin_reply(cid)
+    clock = Clock()
+    saver = ReplySaver(store, mid, every_s=0.5, clock=clock)
+    saved_at = []
+    for i in range(40):  # 4 s of events, 10 a second, text and gauge updates mixed
+        clock.t = i * 0.1
+        before = saver.saves
+        ev = TextDelta(f"w{i} ", i, clock.t) if i % 3 else Progress("decode", clock.t, 5, i, 9.0, 9, 99)
+        saver(ev)
+        if saver.saves > before:
+            saved_at.append(clock.t)
+            assert store.get_conversation(cid).messages[-1].content == saver.text
+    gaps = [b - a for a, b in zip([0.0, *saved_at], saved_at, strict=False)]
+    assert len(saved_at) >= 7 and max(gaps) < 0.65  # the interval, plus at most one event's lateness
