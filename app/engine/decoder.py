@@ -222,6 +222,7 @@ class Decoder:
         asm = TextAssembler(settings.stop, strip_leading=strip_leading)
         sampler = Sampler(settings, self.n_vocab)
         parts: list[str] = []
+        out_tokens: list[int] = []
         generated = 0
         ttft = None
         t_first_tok = t_last_tok = None
@@ -235,6 +236,7 @@ class Decoder:
                     stop_reason = "stop"
                     break
                 generated += 1
+                out_tokens.append(tok)
                 recent.append(now)
                 if t_first_tok is None:
                     t_first_tok = now
@@ -303,6 +305,6 @@ class Decoder:
             wall_decode_tok_s=wall_rate,
             error=error,
         )
-        done = Finished("".join(parts), stats)
+        done = Finished("".join(parts), stats, tuple(out_tokens))
         emit(done)
         return done

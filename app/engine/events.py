@@ -48,6 +48,7 @@ class TextDelta:
 class Finished:
     text: str
     stats: ReplyStats
+    tokens: tuple[int, ...] = ()  # generated token ids, for checks against llama.cpp
 
 
 Event = PrefillStarted | Progress | FirstToken | TextDelta | Finished

@@ -140,11 +140,11 @@ class _Reader:
 def read_header(path: str | Path) -> GGUFHeader:
     """Parse and sanity-check a GGUF file; raise ModelFileError with the reason."""
     p = Path(path).expanduser()
-    if not p.exists():
-        raise ModelFileError(p, "no such file")
-    if p.is_dir():
-        raise ModelFileError(p, "is a directory, not a GGUF file")
     try:
+        if not p.exists():
+            raise ModelFileError(p, "no such file")
+        if p.is_dir():
+            raise ModelFileError(p, "is a directory, not a GGUF file")
         size = p.stat().st_size
         fh = open(p, "rb")
     except PermissionError:

