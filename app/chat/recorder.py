@@ -9,10 +9,11 @@ budget's out-of-context markers when it ends.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import logging
+import threading
 from dataclasses import dataclass
 
+from app.chat.errors import StoreError
 from app.chat.records import COMPLETE, INTERRUPTED
 from app.chat.session import ChatEngine, Reply
 from app.chat.store import Store
@@ -20,22 +21,29 @@ from app.engine.decoder import CancelToken, EventSink
 from app.engine.events import Event, TextDelta
 from app.engine.sampling import GenerationSettings
 
+log = logging.getLogger("llamadesk.recorder")
+
 SAVE_EVERY_S = 0.5  # twice the promised rate: a crash loses well under a second
 
 
 class ReplySaver:
-    """An event sink that keeps the store's copy of a growing reply fresh.
+    """Collects a growing reply from the events and saves it on its own timer.
 
-    Progress events arrive several times a second even during a long
-    prefill, so the row's heartbeat stays fresh before the first token too.
+    A timer rather than "on the next event": when the machine is busy a token
+    can take longer than a second, and the text before it must not wait for
+    it. Each tick also refreshes the row's heartbeat, so during a long
+    prefill other processes still see a live writer. Use it as a context
+    manager around the generation.
     """
 
-    def __init__(self, store: Store, msg_id: int, every_s: float = SAVE_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic):
-        self.store, self.msg_id, self.every_s, self.clock = store, msg_id, every_s, clock
+    def __init__(self, store: Store, msg_id: int, every_s: float = SAVE_EVERY_S):
+        if every_s <= 0:
+            raise ValueError(f"the save interval must be positive, got {every_s}")
+        self.store, self.msg_id, self.every_s = store, msg_id, every_s
         self.parts: list[str] = []
         self.saves = 0
-        self._last = clock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @property
     def text(self) -> str:
@@ -44,11 +52,26 @@ class ReplySaver:
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, TextDelta):
             self.parts.append(ev.text)
-        now = self.clock()
-        if now - self._last >= self.every_s:
-            self._last = now
+
+    def save(self) -> None:
+        try:
             self.store.update_reply(self.msg_id, self.text)
             self.saves += 1
+        except StoreError as e:  # a full disk must not kill the reply the user is watching
+            log.warning("could not save the growing reply: %s", e)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.save()
+
+    def __enter__(self) -> ReplySaver:
+        self._thread = threading.Thread(target=self._run, name="llamadesk-reply-saver", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 @dataclass
@@ -89,7 +112,8 @@ def record_turn(store: Store, engine: ChatEngine, conv_id: int | None, user_text
             on_event(ev)
 
     try:
-        reply = engine.reply(history, user_text, settings, system, sink, cancel)
+        with saver:
+            reply = engine.reply(history, user_text, settings, system, sink, cancel)
     except BaseException:
         if saver.text:
             store.finish_reply(reply_id, saver.text, None, state=INTERRUPTED)
