@@ -1,0 +1,155 @@
+"""The history through the real `llamadesk` command: ask, list, export, import."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from app.chat import migrations, transcript
+from app.chat.store import Store, default_path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def llamadesk(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line_error(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llamadesk: error: "), r.stderr
+    return lines[0]
+
+
+def listed() -> list[dict]:
+    r = llamadesk("list", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_ask_records_continues_and_no_save_does_not(model_path):
+    model = ["--model", str(model_path), "--ctx", "512", "--temperature", "0", "--max-tokens", "6"]
+    r = llamadesk("ask", "Hello there", "--json", "--system", "Be brief.", *model)
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)
+    cid = first["conversation"]
+    assert [(c["id"], c["title"], c["message_count"]) for c in listed()] == [(cid, "Hello there", 2)]
+
+    r = llamadesk("ask", "And then?", "--continue", str(cid), *model)
+    assert r.returncode == 0, r.stderr
+    assert f"saved as conversation {cid}" in r.stderr
+    with Store.open() as s:
+        conv = s.get_conversation(cid)
+    assert [m.content for m in conv.messages][:3] == ["Hello there", first["text"], "And then?"]
+    assert conv.system_prompt == "Be brief." and conv.model == model_path.name
+    assert conv.messages[3].stats.prompt_tokens > first["stats"]["prompt_tokens"]  # history was sent
+
+    r = llamadesk("ask", "Forget this", "--no-save", "--json", *model)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["conversation"] is None
+    assert [c["message_count"] for c in listed()] == [4]
+
+    r = llamadesk("list")
+    assert r.returncode == 0 and f"{cid}" in r.stdout and "Hello there" in r.stdout and "4 msgs" in r.stdout
+
+
+def test_continue_of_a_missing_conversation_fails_before_loading(model_path):
+    line = one_line_error(llamadesk("ask", "hi", "--continue", "99", "--model", str(model_path)))
+    assert "no conversation with id 99" in line and str(default_path()) in line
+
+
+@pytest.fixture
+def saved() -> int:
+    with Store.open() as s:
+        cid = s.create_conversation(system_prompt="sys")
+        s.add_message(cid, "user", "Question <script>x</script>")
+        s.add_message(cid, "assistant", "Answer with **bold**")
+        s.add_message(cid, "user", "unrelated zebra")
+    return cid
+
+
+def test_list_search_and_empty(saved):
+    r = llamadesk("list")
+    assert r.returncode == 0 and "Question" in r.stdout
+    assert [c["id"] for c in json.loads(llamadesk("list", "--json", "--search", "ZEBRA").stdout)] == [saved]
+    assert json.loads(llamadesk("list", "--json", "--search", "giraffe").stdout) == []
+
+
+def test_export_to_stdout_and_files(saved, tmp_path):
+    r = llamadesk("export", str(saved), "-o", "-")
+    assert r.returncode == 0, r.stderr
+    tokens = MarkdownIt("commonmark").parse(r.stdout)
+    assert [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"] == \
+           ["Question <script>x</script>", "User", "Assistant", "User"]
+    for ext in ("md", "json", "html", "txt"):
+        out = tmp_path / f"t.{ext}"
+        r = llamadesk("export", str(saved), "-o", str(out))
+        assert r.returncode == 0 and out.exists() and str(out) in r.stderr
+    assert json.loads((tmp_path / "t.json").read_text("utf-8"))["format"] == transcript.FORMAT
+    assert "&lt;script&gt;" in (tmp_path / "t.html").read_text("utf-8")
+    r = llamadesk("export", str(saved), "--format", "txt", "-o", str(tmp_path / "plain.dat"))
+    assert r.returncode == 0 and (tmp_path / "plain.dat").read_text("utf-8").startswith("Question")
+
+
+def test_export_errors_are_one_line(saved, tmp_path):
+    line = one_line_error(llamadesk("export", str(saved), "-o", str(tmp_path / "no" / "such" / "x.md")))
+    assert "nothing was written" in line
+    assert not (tmp_path / "no").exists()
+    assert "format" in one_line_error(llamadesk("export", str(saved), "-o", str(tmp_path / "x.docx")))
+    assert "no conversation with id 404" in one_line_error(llamadesk("export", "404", "-o", "-"))
+
+
+def test_import_round_trip_through_the_cli(saved, tmp_path):
+    out = tmp_path / "t.json"
+    assert llamadesk("export", str(saved), "-o", str(out)).returncode == 0
+    r = llamadesk("import", str(out))
+    assert r.returncode == 0, r.stderr
+    new_id = int(r.stdout.strip())
+    back = tmp_path / "back.json"
+    assert llamadesk("export", str(new_id), "-o", str(back)).returncode == 0
+    a, b = (json.loads(p.read_text("utf-8")) for p in (out, back))
+    for d in (a, b):
+        d.pop("exported_at")
+        d["conversation"].pop("id")
+    assert a == b
+
+
+def test_malformed_import_is_one_line_and_writes_nothing(saved, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "llamadesk.transcript", "version": 99, "conversation": {}}')
+    before = listed()
+    line = one_line_error(llamadesk("import", str(bad)))
+    assert str(bad) in line and "version 99" in line
+    bad.write_text("{oops")
+    assert "not valid JSON" in one_line_error(llamadesk("import", str(bad)))
+    assert listed() == before
+
+
+def test_newer_database_is_refused_by_every_command(tmp_path):
+    path = default_path()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {migrations.CURRENT + 5}")
+    conn.close()
+    before = path.read_bytes()
+    for args in (["list"], ["export", "1"], ["ask", "hi", "--continue", "1"]):
+        assert "newer LlamaDesk" in one_line_error(llamadesk(*args))
+    assert path.read_bytes() == before
+
+
+def test_unreadable_database_is_moved_aside_and_said_so():
+    path = default_path()
+    path.write_bytes(b"\x00garbage" * 300)
+    r = llamadesk("list", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == []
+    assert "moved it to" in r.stderr
+    moved = [p for p in path.parent.iterdir() if p.name.startswith("llamadesk.db.unreadable-")]
+    assert len(moved) == 1 and moved[0].read_bytes() == b"\x00garbage" * 300
+    assert str(moved[0]) in r.stderr
