@@ -56,13 +56,17 @@ class Conversation:
     def history(self) -> tuple[list[Msg], list[int]]:
         """The turns to send to the engine, and the message id of each.
 
-        A reply still generating (another process's) is left out; interrupted
-        partial replies stay in, as the user saw them. The ids let the caller
-        map `Reply.dropped` (indices) back to messages to mark them.
+        A reply still generating (another process's) is left out, and so is
+        an empty one (cut off before its first token: the model would read
+        it as a turn that said nothing); interrupted partial replies stay in,
+        as the user saw them. The ids let the caller map `Reply.dropped`
+        (indices) back to messages to mark them.
         """
         msgs, ids = [], []
         for m in self.messages:
-            if m.role in ("user", "assistant") and m.state != GENERATING:
+            if m.role == "assistant" and (m.state == GENERATING or not m.content):
+                continue
+            if m.role in ("user", "assistant"):
                 msgs.append(Msg(m.role, m.content))
                 ids.append(m.id)
         return msgs, ids

@@ -218,8 +218,10 @@ def test_conversation_round_trips_messages_stats_and_markers(store):
     assert conv.messages[3].stats == stats() and conv.messages[3].state == COMPLETE
     msgs, ids = conv.history()
     assert [m.content for m in msgs] == ["one", "uno", "two", "dos"] and ids == [u1, a1, u2, r]
+    r2 = store.add_message(cid, "assistant", "", state=INTERRUPTED)  # cut off before its first token
+    assert r2 not in store.get_conversation(cid).history()[1]
     store.set_out_of_context(cid, [u1])  # a later, roomier reply: markers are replaced
-    assert [m.out_of_context for m in store.get_conversation(cid).messages] == [True, False, False, False]
+    assert [m.out_of_context for m in store.get_conversation(cid).messages] == [True] + [False] * 4
 
 
 # --- search ------------------------------------------------------------------
