@@ -39,7 +39,7 @@ class ChatFlow(QObject):
                  streaming: Callable[[], bool], parent=None):
         super().__init__(parent)
         self.bridge, self.view, self.composer, self.panel, self.bar = bridge, view, composer, panel, bar
-        self._settings, self._streaming = settings, streaming
+        self.settings_source, self._streaming = settings, streaming
         self.conversation = Conversation()
         self.gauges = LiveGauges()
         self.model_ready = False
@@ -74,7 +74,7 @@ class ChatFlow(QObject):
                                   "(your message is kept).", "warning")
             return False
         try:
-            settings = self._settings()
+            settings = self.settings_source()
             settings.validate()
         except ValueError as e:
             self.bar.show_message(f"Settings: {e}", "error")
@@ -91,7 +91,7 @@ class ChatFlow(QObject):
             return False
         text = self.conversation.take_last_exchange()
         self.view.truncate(len(self.conversation.messages))
-        self._ask(text, self._settings())
+        self._ask(text, self.settings_source())
         return True
 
     def edit_last(self) -> bool:

@@ -60,7 +60,8 @@ class ChatView(QTextBrowser):
         self.follow = True  # auto-scroll; off while the user reads further up
         self.stream_paints = 0  # incremental paints of the live reply (tests, bench)
         self.final_paints = 0  # whole-reply renders (one per reply)
-        self.paint_log: list[tuple[float, float]] | None = None  # (t, ms) when benchmarking
+        # (kind, perf_counter at end, ms) per text append and per viewport paint, when benchmarking
+        self.paint_log: list[tuple[str, float, float]] | None = None
         sb = self.verticalScrollBar()
         sb.valueChanged.connect(self._on_scrolled)
         sb.rangeChanged.connect(self._on_range)
@@ -212,7 +213,8 @@ class ChatView(QTextBrowser):
         cur.insertText(text, QTextCharFormat())
         self.stream_paints += 1
         if self.paint_log is not None:
-            self.paint_log.append((time.perf_counter(), (time.perf_counter() - t0) * 1000))
+            t1 = time.perf_counter()
+            self.paint_log.append(("append", t1, (t1 - t0) * 1000))
 
     def end_live(self, msg: ChatMessage) -> None:
         """Render the finished reply once, as Markdown with its stats footer."""
@@ -239,7 +241,8 @@ class ChatView(QTextBrowser):
             return
         t0 = time.perf_counter()
         super().paintEvent(ev)
-        self.paint_log.append((time.perf_counter(), (time.perf_counter() - t0) * 1000))
+        t1 = time.perf_counter()
+        self.paint_log.append(("paint", t1, (t1 - t0) * 1000))
 
     def _on_anchor(self, url: QUrl) -> None:
         if url.scheme() == "copy":
