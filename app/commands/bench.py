@@ -16,6 +16,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=256, metavar="N", help="tokens to decode per run")
     p.add_argument("--rounds", type=int, default=5, metavar="N", help="alternating rounds (median taken)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--gui", action="store_true",
+                   help="stream one long reply (at least 1,000 tokens) through the real window, "
+                        "offscreen, and measure delivery, GUI stalls and paint cost")
     add_model_args(p)
     return p
 
@@ -25,7 +28,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.tokens < 2:
         raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
-    result = run_engine_bench(args.model, load_options(args), args.tokens, args.rounds)
+    if getattr(args, "gui", False):
+        from app.ui.bench_gui import run_gui_bench
+
+        result = run_gui_bench(args.model, load_options(args), max(args.tokens, 1024))
+    else:
+        result = run_engine_bench(args.model, load_options(args), args.tokens, args.rounds)
     if args.json:
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")
