@@ -16,7 +16,7 @@ from app import __version__, paths
 from app.engine.errors import EngineError
 
 # Subcommand modules under app.commands, in the order `--help` lists them.
-COMMANDS = ("ask", "models", "bench", "list", "export", "import_")
+COMMANDS = ("ask", "models", "bench", "batch", "list", "export", "import_")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,143 @@
+"""`llamadesk batch`: a file of prompts decoded together, results journaled as JSONL.
+
+The decode runs on a worker thread so Ctrl+C on the main thread can cancel
+it cleanly: finished results are already flushed to the output, and the
+next run with the same arguments resumes from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+from app.commands.common import add_model_args, add_sampling_args, load_options, note, sampling
+from app.engine.batch import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, BatchEngine
+from app.engine.batch_job import BatchJob, JobSummary
+from app.engine.batch_types import BatchProgress
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "batch", help="decode a file of prompts together (OpenAI Batch JSONL or one prompt per line)",
+        description="Decode every request of INPUT (OpenAI Batch API JSONL, or plain text with one "
+                    "prompt per line) with continuous batching, appending OpenAI batch output "
+                    "records to OUTPUT as each finishes. Re-running skips custom_ids already in "
+                    "OUTPUT. --ctx is the context of each slot here.")
+    p.add_argument("input", metavar="INPUT", help="requests: .jsonl (OpenAI Batch format) or text")
+    p.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl", help="results (appended)")
+    p.add_argument("--parallel", type=int, default=DEFAULT_SLOTS, metavar="N",
+                   help=f"sequences decoded together (default {DEFAULT_SLOTS})")
+    p.add_argument("--quiet", action="store_true", help="no progress line, only the summary")
+    add_model_args(p)
+    add_sampling_args(p, max_tokens=256)
+    p.set_defaults(ctx=DEFAULT_SLOT_CTX)
+    return p
+
+
+def _fmt_eta(s: float | None) -> str:
+    if s is None:
+        return "--:--"
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+class _ProgressLine:
+    """One rewritten line on a terminal; a plain line every 5 s when stderr is a file."""
+
+    def __init__(self, offset_done: int, offset_total: int):
+        self.tty = sys.stderr.isatty()
+        self.offset_done, self.offset_total = offset_done, offset_total
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, ev) -> None:
+        if not isinstance(ev, BatchProgress):
+            return
+        now = time.monotonic()
+        if not self.tty and now - self.last < 5.0:
+            return
+        self.last = now
+        done, total = ev.done + self.offset_done, ev.total + self.offset_total
+        width = 24
+        fill = int(width * done / total) if total else width
+        rate = ev.tok_s or ev.avg_tok_s
+        line = (f"[{'#' * fill}{'.' * (width - fill)}] {done}/{total} · "
+                f"{rate or 0:.0f} tok/s · slots {ev.busy_slots}/{ev.n_slots} · ETA {_fmt_eta(ev.eta_s)}")
+        if self.tty:
+            sys.stderr.write("\r\x1b[2K" + line)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        self.shown = True
+
+    def end(self) -> None:
+        if self.tty and self.shown:
+            sys.stderr.write("\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.engine.loader import load_model
+    from app.engine.models import resolve_model
+
+    if args.parallel < 1:
+        raise ValueError(f"--parallel must be at least 1, got {args.parallel}")
+    defaults = sampling(args)
+    job = BatchJob(args.input, args.output, defaults)  # bad input: one line, exit 2, before loading
+    if not job.todo:
+        note(f"all {len(job.items)} requests are already in {args.output}; nothing to do")
+        return 0
+    opts = load_options(args)
+    slot_ctx, opts.n_ctx = opts.n_ctx, 256  # the chat context is unused here: keep it small
+    model = load_model(resolve_model(args.model), opts)
+    try:
+        if model.report.fallback:
+            note(model.report.fallback)
+        engine = BatchEngine(model, args.parallel, slot_ctx)
+        if engine.notice:
+            note(engine.notice)
+        pre_errors = sum(1 for it in job.todo if it.error is not None)
+        progress = None if args.quiet else _ProgressLine(pre_errors, pre_errors)
+        box: dict = {}
+
+        def work():
+            try:
+                box["summary"] = job.run(engine, model.header.name or model.report.model_path, progress)
+            except BaseException as e:  # re-raised on the main thread
+                box["error"] = e
+
+        t = threading.Thread(target=work, name="llamadesk-batch", daemon=True)
+        t.start()
+        interrupted = False
+        while t.is_alive():
+            try:
+                t.join(0.1)
+            except KeyboardInterrupt:
+                interrupted = True
+                engine.cancel()
+        if progress:
+            progress.end()
+        engine.free()
+        if "error" in box:
+            raise box["error"]
+        s: JobSummary = box["summary"]
+        print(_summary(s, args), file=sys.stderr)
+        if interrupted:
+            note(f"interrupted: finished results are in {args.output}; run the same command to resume")
+            return 130
+        return 0
+    finally:
+        model.close()
+
+
+def _summary(s: JobSummary, args) -> str:
+    rate = f"{s.tok_s:.1f} tok/s" if s.tok_s else "-"
+    parts = [f"batch: {s.ok} ok", f"{s.errors} errors"]
+    if s.skipped:
+        parts.append(f"{s.skipped} skipped (already done)")
+    if s.cancelled or s.not_started:
+        parts.append(f"{s.cancelled + s.not_started} left for a rerun")
+    parts += [f"{s.generated} tokens in {s.wall_s:.1f} s ({rate})", f"{args.parallel} slots",
+              f"-> {args.output}"]
+    return " · ".join(parts)

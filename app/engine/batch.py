@@ -1,0 +1,350 @@
+"""Continuous batching: many requests decoded together through one llama_batch.
+
+Decode is memory-bandwidth-bound: one step reading the weights can advance a
+token of every busy slot for little more than the cost of one. So each step
+carries the next token of every slot (plus prefill chunks of newly admitted
+prompts), and a slot whose request ends is refilled from the queue on the very
+next step instead of waiting for the longest request of a fixed batch.
+
+Threading: run() drives llama.cpp on the calling thread (the window's engine
+thread, or the CLI's worker thread) and is the only code that touches the
+context. submit*, pause, resume, cancel and cancel_request are safe from any
+thread. Events go to `on_event` on the engine thread; a Qt bridge turns them
+into queued signals, exactly as for the chat Decoder.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+
+import llama_cpp
+
+from app.engine.batch_context import BatchContext, chat_format
+from app.engine.batch_slot import Slot
+from app.engine.batch_types import (
+    BatchEvent,
+    BatchProgress,
+    BatchRequest,
+    BatchResult,
+    BatchStats,
+    RequestDone,
+    RequestStarted,
+)
+from app.engine.errors import EngineError
+from app.engine.loader import LoadedModel
+from app.engine.sampling import GenerationSettings
+
+# Measured by `llamadesk bench --batch` on the 2-core CPU machine (Gemma 3
+# 270M): aggregate decode still grows from 8 to 16 slots and flattens after
+# (see BATCH_SLOTS_NOTE in app/engine/batch_bench.py). Set with --parallel.
+DEFAULT_SLOTS = 16
+DEFAULT_SLOT_CTX = 1024
+PROGRESS_EVERY_S = 0.2
+RATE_WINDOW_S = 3.0
+
+
+class BatchEngine:
+    def __init__(self, model: LoadedModel, n_slots: int = DEFAULT_SLOTS,
+                 slot_ctx: int = DEFAULT_SLOT_CTX,
+                 on_event: Callable[[BatchEvent], None] | None = None):
+        self.model = model
+        self.bctx = BatchContext(model, n_slots, slot_ctx)
+        self.ctx = self.bctx.ctx
+        self.n_slots = n_slots
+        self.slot_ctx = self.bctx.slot_ctx
+        self.n_batch = self.bctx.n_batch
+        self.format, self.notice = chat_format(model)
+        self.vocab = llama_cpp.llama_model_get_vocab(model.llm.model)
+        self.n_vocab = model.llm.n_vocab()
+        self.on_event = on_event
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._cv = threading.Condition()
+        self._queue: deque[tuple[BatchRequest, float]] = deque()
+        self._online: deque[tuple[BatchRequest, float]] = deque()
+        self._drop: set[str] = set()
+        self._paused = False
+        self._cancelled = False
+        self._closed = False
+        self.slots: list[Slot | None] = [None] * n_slots
+        self._results: list[BatchResult] = []
+        self.t0 = time.perf_counter()
+        self._reset_counters()
+
+    # -- any thread ---------------------------------------------------------
+    def submit(self, req: BatchRequest) -> None:
+        self.submit_many([req])
+
+    def submit_many(self, reqs: Iterable[BatchRequest]) -> None:
+        now = time.perf_counter()
+        with self._cv:
+            for r in reqs:
+                self._queue.append((r, now))
+                self._total += 1
+            self._cv.notify_all()
+
+    def submit_online(self, req: BatchRequest) -> None:
+        """An interactive request: it takes the next free slot ahead of the batch queue,
+        and runs even while the batch is paused."""
+        req.online = True
+        with self._cv:
+            self._online.append((req, time.perf_counter()))
+            self._total += 1
+            self._cv.notify_all()
+
+    def pause(self) -> None:
+        """Batch slots keep their KV but stop decoding; online requests still run."""
+        with self._cv:
+            self._paused = True
+            self._cv.notify_all()
+
+    def resume(self) -> None:
+        with self._cv:
+            self._paused = False
+            self._cv.notify_all()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def cancel(self) -> None:
+        """End run() soon: busy slots finish as "cancelled", queued requests are dropped."""
+        with self._cv:
+            self._cancelled = True
+            self._cv.notify_all()
+
+    def cancel_request(self, custom_id: str) -> None:
+        """Stop one request (the chat's stop button), queued or running."""
+        with self._cv:
+            self._drop.add(custom_id)
+            self._cv.notify_all()
+
+    def close(self) -> None:
+        """Stop a serving run() and free the context; call from the engine thread once run() returned."""
+        with self._cv:
+            self._closed = True
+            self._cancelled = True
+            self._cv.notify_all()
+
+    def free(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        self.bctx.close()
+
+    # -- prompts --------------------------------------------------------------
+    def prompt_for(self, req: BatchRequest) -> tuple[list[int], tuple[str, ...]]:
+        """Tokens and stop strings, formatted the way ChatEngine formats a turn."""
+        if req.prompt_tokens is not None:
+            return list(req.prompt_tokens), tuple(req.settings.stop)
+        text = self.format.render(req.messages)
+        toks = self.model.llm.tokenize(text.encode("utf-8"), add_bos=self.format.add_bos,
+                                       special=self.format.special)
+        return toks, tuple(dict.fromkeys((*self.format.stop, *req.settings.stop)))
+
+    # -- the engine thread ----------------------------------------------------
+    def run(self, serve: bool = False) -> list[BatchResult]:
+        """Decode until the queue and the slots are empty (or, with serve=True, until
+        close()). Returns this run's results in finishing order."""
+        self._reset_counters()
+        results: list[BatchResult] = []
+        self._results = results
+        try:
+            while True:
+                with self._cv:
+                    if self._cancelled:
+                        break
+                    self._admit_locked()
+                    busy = any(s is not None for s in self.slots)
+                    idle = not busy and not self._online and not self._queue
+                    if idle and not serve:
+                        break
+                    runnable = any(s is not None and (s.req.online or not self._paused)
+                                   for s in self.slots)
+                    if not runnable:
+                        self._progress(force=True)
+                        t = time.perf_counter()
+                        self._cv.wait(PROGRESS_EVERY_S)
+                        if self._paused:
+                            self._paused_s += time.perf_counter() - t
+                        continue
+                self._step()
+                self._progress()
+        finally:
+            self._abort_all()
+            with self._cv:
+                self._cancelled = self._closed
+            self._progress(force=True)
+        return results
+
+    def _reset_counters(self) -> None:
+        with self._cv:
+            self._total = len(self._queue) + len(self._online)
+        self._done = self._failed = self._generated = 0
+        self._run_t0 = time.perf_counter()
+        self._paused_s = 0.0
+        self._last_progress = 0.0
+        self._rate_marks: deque[tuple[float, int]] = deque()
+
+    def _admit_locked(self) -> None:
+        """Fill free slots: online requests first, then the batch queue (unless paused)."""
+        if self._drop:
+            self._queue = deque(x for x in self._queue if not self._dropped(x))
+            self._online = deque(x for x in self._online if not self._dropped(x))
+        for seq, s in enumerate(self.slots):
+            if s is not None:
+                continue
+            while True:
+                if self._online:
+                    req, queued = self._online.popleft()
+                elif self._queue and not self._paused:
+                    req, queued = self._queue.popleft()
+                else:
+                    return
+                slot = self._start(seq, req, queued)
+                if slot is not None:
+                    self.slots[seq] = slot
+                    break
+
+    def _dropped(self, item) -> bool:
+        if item[0].custom_id in self._drop:
+            self._drop.discard(item[0].custom_id)
+            self._total -= 1
+            return True
+        return False
+
+    def _start(self, seq: int, req: BatchRequest, queued: float) -> Slot | None:
+        now = time.perf_counter()
+        try:
+            req.settings.validate()
+            toks, stop = self.prompt_for(req)
+            if not toks:
+                raise EngineError("the prompt is empty")
+            if len(toks) >= self.slot_ctx:
+                raise EngineError(f"prompt is {len(toks)} tokens; a batch slot holds {self.slot_ctx} "
+                                  "(raise --ctx or shorten the prompt)")
+        except (EngineError, ValueError) as e:
+            self._record(self._error_result(req, queued, now, str(e)))
+            return None
+        settings = GenerationSettings(**{**req.settings.__dict__, "stop": stop})
+        self.bctx.clear_seq(seq)
+        slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now)
+        self._emit(RequestStarted(req.custom_id, seq, now - self.t0))
+        return slot
+
+    def _error_result(self, req: BatchRequest, queued: float, now: float, msg: str) -> BatchResult:
+        st = BatchStats(stop_reason="error", online=req.online, queued_at=queued - self.t0,
+                        finished_at=now - self.t0, total_s=now - queued, error=msg)
+        return BatchResult(req.custom_id, "", st, req.line)
+
+    def _step(self) -> None:
+        paused = self._paused
+        b = self._batch
+        n = 0
+        outs: list[tuple[Slot, int]] = []
+        live = [s for s in self.slots if s is not None and (s.req.online or not paused)]
+        if self._drop:
+            for s in live:
+                if s.req.custom_id in self._drop:
+                    self._drop.discard(s.req.custom_id)
+                    self._finish(s, "cancelled")
+            live = [s for s in live if self.slots[s.seq] is s]
+        fed: list[tuple[Slot, int]] = []
+        for s in live:  # one token for every decoding slot: the cheap part
+            if s.pending is not None:
+                self._put(b, n, s.pending, s.n_past, s.seq, True)
+                s.pending = None
+                outs.append((s, n))
+                fed.append((s, 1))
+                n += 1
+        for s in live:  # prompt chunks fill what is left of n_batch
+            if not s.prefilling or s.n_past != s.prefilled or n >= self.n_batch:
+                continue
+            take = min(self.n_batch - n, len(s.prompt) - s.prefilled)
+            last = s.prefilled + take == len(s.prompt)
+            for i in range(take):
+                pos = s.prefilled + i
+                self._put(b, n, s.prompt[pos], pos, s.seq, last and i == take - 1)
+                n += 1
+            if last:
+                outs.append((s, n - 1))
+            s.prefilled += take
+            fed.append((s, take))
+        if n == 0:
+            return
+        b.n_tokens = n
+        rc = llama_cpp.llama_decode(self.ctx, b)
+        if rc != 0:
+            for s in live:
+                self._finish(s, error=f"llama_decode failed in a batch step (code {rc})")
+            return
+        for s, k in fed:
+            s.n_past += k
+        for s, idx in outs:
+            tok = llama_cpp.llama_sampler_sample(s.sampler.chain, self.ctx, idx)
+            before = s.generated
+            done = s.accept(tok, time.perf_counter(), self.t0)
+            self._generated += s.generated - before
+            if done:
+                self._finish(s)
+        self._rate_marks.append((time.perf_counter(), self._generated))
+
+    @staticmethod
+    def _put(b, i: int, tok: int, pos: int, seq: int, logits: bool) -> None:
+        b.token[i] = tok
+        b.pos[i] = pos
+        b.n_seq_id[i] = 1
+        b.seq_id[i][0] = seq
+        b.logits[i] = logits
+
+    def _finish(self, s: Slot, stop_reason: str | None = None, error: str | None = None) -> None:
+        res = s.finish(time.perf_counter(), self.t0, stop_reason, error)
+        self.bctx.clear_seq(s.seq)
+        self.slots[s.seq] = None
+        self._record(res)
+
+    def _record(self, res: BatchResult) -> None:
+        if res.stats.stop_reason != "cancelled":
+            self._done += 1
+            self._failed += res.stats.error is not None
+        self._results.append(res)
+        self._emit(RequestDone(res))
+
+    def _abort_all(self) -> None:
+        """Cancellation: busy slots end as "cancelled" (not written as finished work)."""
+        for s in self.slots:
+            if s is not None:
+                self._finish(s, "cancelled")
+        if self._cancelled:
+            with self._cv:
+                self._queue.clear()
+                self._online.clear()
+
+    def _emit(self, ev: BatchEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    def _progress(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self._last_progress < PROGRESS_EVERY_S:
+            return
+        self._last_progress = now
+        marks = self._rate_marks
+        while len(marks) > 2 and now - marks[0][0] > RATE_WINDOW_S:
+            marks.popleft()
+        rate = None
+        if len(marks) >= 2 and marks[-1][0] > marks[0][0]:
+            rate = (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
+        elapsed = max(1e-9, now - self._run_t0 - self._paused_s)
+        avg = self._generated / elapsed if self._generated else None
+        eta = None
+        if self._done:
+            eta = elapsed / self._done * max(0, self._total - self._done)
+        busy = sum(s is not None for s in self.slots)
+        self._emit(BatchProgress(
+            done=self._done, failed=self._failed, total=self._total,
+            queued=len(self._queue) + len(self._online), busy_slots=busy, n_slots=self.n_slots,
+            generated=self._generated, elapsed_s=elapsed, tok_s=rate, avg_tok_s=avg, eta_s=eta,
+            paused=self._paused))

@@ -1,0 +1,68 @@
+"""A second llama.cpp context on the already loaded weights, with one KV stream per slot.
+
+The chat Decoder's context holds one sequence. Batching needs `n_seq_max`
+sequences, so we create another context on the same `llama_model` (weights
+are shared, only the KV cache and compute buffers are new) instead of loading
+the file twice. `kv_unified=False` gives each slot its own KV stream: the
+sequences share no prefix, and llama.cpp then attends per stream instead of
+masking one big shared cache (the header's advice for n_seq_max > 1).
+"""
+
+from __future__ import annotations
+
+import llama_cpp
+
+from app.chat.prompt import TRANSCRIPT_NOTICE, TemplateFormat, TranscriptFormat
+from app.engine.errors import EngineError
+from app.engine.loader import LoadedModel
+
+
+class BatchContextError(EngineError):
+    """llama.cpp could not create the multi-sequence context (usually memory)."""
+
+
+class BatchContext:
+    def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int):
+        if not 1 <= n_slots <= 256:  # LLAMA_MAX_SEQ
+            raise ValueError(f"parallel slots must be between 1 and 256, got {n_slots}")
+        if slot_ctx < 64:
+            raise ValueError(f"slot context must be at least 64 tokens, got {slot_ctx}")
+        src = model.llm.context_params
+        # Copy threads, rope, flash-attn ... from the chat context's parameters.
+        p = llama_cpp.llama_context_params.from_buffer_copy(src)
+        p.n_seq_max = n_slots
+        p.n_ctx = n_slots * slot_ctx
+        # One decode step carries a token per slot plus prefill chunks.
+        p.n_batch = max(int(src.n_batch), n_slots)
+        p.n_ubatch = p.n_batch
+        p.kv_unified = False
+        p.swa_full = True  # the header warns a small SWA cache is slow with n_seq_max > 1
+        p.no_perf = True
+        self.ctx = llama_cpp.llama_init_from_model(model.llm.model, p)
+        if not self.ctx:
+            raise BatchContextError(
+                f"could not create a batch context with {n_slots} slots of {slot_ctx} tokens; "
+                "try fewer --parallel slots or a smaller --ctx")
+        self.n_slots = n_slots
+        self.n_batch = int(p.n_batch)
+        self.slot_ctx = llama_cpp.llama_n_ctx_seq(self.ctx)  # llama.cpp pads to 256
+        self.mem = llama_cpp.llama_get_memory(self.ctx)
+
+    def clear_seq(self, seq: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self.mem, seq, -1, -1)
+
+    def close(self) -> None:
+        if self.ctx:
+            llama_cpp.llama_free(self.ctx)
+            self.ctx = None
+
+
+def chat_format(model: LoadedModel):
+    """The same prompt format ChatEngine picks, so a batched chat reads like the window's."""
+    template = model.options.chat_template or model.header.chat_template
+    if not template:
+        return TranscriptFormat(), TRANSCRIPT_NOTICE
+    llm = model.llm
+    bos = llm.detokenize([llm.token_bos()], special=True).decode("utf-8", "replace")
+    eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
+    return TemplateFormat(template, bos, eos), None

@@ -1,0 +1,82 @@
+"""A batch file run end to end: read, skip what is done, decode the rest, journal each result.
+
+Shared by `llamadesk batch` and the window's Batch panel, so resume and error
+records behave the same in both. Runs on the engine thread (BatchEngine.run);
+the panel's pause/cancel go straight to the BatchEngine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.engine.batch import BatchEngine
+from app.engine.batch_io import InputItem, ResultWriter, done_ids, read_input
+from app.engine.batch_types import BatchEvent, BatchResult, RequestDone
+from app.engine.sampling import GenerationSettings
+
+
+@dataclass
+class JobSummary:
+    total_lines: int = 0
+    skipped: int = 0  # already in the output from an earlier run
+    ok: int = 0
+    errors: int = 0
+    cancelled: int = 0  # were decoding when cancelled; run again to finish them
+    not_started: int = 0
+    generated: int = 0
+    wall_s: float = 0.0
+    results: list[BatchResult] = field(default_factory=list)
+
+    @property
+    def tok_s(self) -> float | None:
+        return self.generated / self.wall_s if self.wall_s > 0 and self.generated else None
+
+
+class BatchJob:
+    def __init__(self, input_path: str | Path, output_path: str | Path, defaults: GenerationSettings):
+        self.items: list[InputItem] = read_input(input_path, defaults)  # BatchInputError: exit 2
+        self.output_path = Path(output_path)
+        done = done_ids(self.output_path)
+        self.todo = [it for it in self.items if it.custom_id not in done]
+        self.skipped = len(self.items) - len(self.todo)
+
+    def run(self, engine: BatchEngine, model_name: str,
+            on_event: Callable[[BatchEvent], None] | None = None) -> JobSummary:
+        summary = JobSummary(total_lines=len(self.items), skipped=self.skipped)
+        writer = ResultWriter(self.output_path, model_name)
+        outer = on_event
+
+        def sink(ev: BatchEvent) -> None:
+            if isinstance(ev, RequestDone) and ev.result.stats.stop_reason != "cancelled":
+                writer.write(ev.result)  # journal first: a kill right after loses nothing
+            if outer is not None:
+                outer(ev)
+
+        engine.on_event = sink
+        t0 = time.perf_counter()
+        try:
+            for it in self.todo:
+                if it.error is not None:
+                    writer.write_error(it)
+                    summary.errors += 1
+            engine.submit_many(it.request for it in self.todo if it.request is not None)
+            results = engine.run()
+        finally:
+            engine.on_event = outer
+            writer.close()
+        summary.wall_s = time.perf_counter() - t0
+        summary.results = results
+        for r in results:
+            if r.stats.stop_reason == "cancelled":
+                summary.cancelled += 1
+            elif r.stats.error is not None:
+                summary.errors += 1
+            else:
+                summary.ok += 1
+            summary.generated += r.stats.completion_tokens
+        queued = sum(1 for it in self.todo if it.request is not None)
+        summary.not_started = queued - len(results)
+        return summary

@@ -1,0 +1,131 @@
+"""One slot of the batch: a request's sequence in the KV cache, its sampler and its text.
+
+The per-token rules (EOG, stop strings, max_tokens, what counts as the first
+token) are the Decoder's, step for step, so a greedy request gives the same
+text batched as alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import llama_cpp
+
+from app.engine.batch_types import BatchRequest, BatchResult, BatchStats
+from app.engine.events import Finished, FirstToken, TextDelta
+from app.engine.sampling import GenerationSettings, Sampler
+from app.engine.stats import ReplyStats
+from app.engine.textstream import TextAssembler
+
+
+class Slot:
+    def __init__(self, seq: int, req: BatchRequest, prompt: list[int], settings: GenerationSettings,
+                 slot_ctx: int, n_vocab: int, vocab, queued_at: float, now: float):
+        self.seq = seq
+        self.req = req
+        self.prompt = prompt
+        self.settings = settings
+        self.vocab = vocab
+        self.sampler = Sampler(settings, n_vocab)
+        self.asm = TextAssembler(settings.stop)
+        self.max_new = min(settings.max_tokens, slot_ctx - len(prompt))
+        self.slot_ctx = slot_ctx
+        self.prefilled = 0  # prompt tokens already in the KV cache
+        self.n_past = 0  # tokens of this sequence in the KV cache
+        self.pending: int | None = None  # sampled, not yet decoded
+        self.generated = 0
+        self.parts: list[str] = []
+        self.stop_reason: str | None = None
+        self.error: str | None = None
+        self.queued_at = queued_at
+        self.slot_start = now
+        self.first_sample: float | None = None
+        self.first_text: float | None = None
+        self.t_first_tok: float | None = None
+        self.t_last_tok: float | None = None
+        self._piece = ctypes.create_string_buffer(256)
+
+    @property
+    def prefilling(self) -> bool:
+        return self.pending is None and self.prefilled < len(self.prompt)
+
+    def _emit(self, ev) -> None:
+        if self.req.on_event is not None:
+            try:
+                self.req.on_event(ev)
+            except Exception:  # a consumer's bug must not stop the other slots
+                pass
+
+    def accept(self, tok: int, now: float, t0: float) -> bool:
+        """Take one sampled token; True when the request is finished."""
+        if self.first_sample is None:
+            self.first_sample = now
+        if not self.settings.ignore_eos and llama_cpp.llama_vocab_is_eog(self.vocab, tok):
+            self.stop_reason = "stop"
+            return True
+        self.generated += 1
+        if self.t_first_tok is None:
+            self.t_first_tok = now
+        self.t_last_tok = now
+        n = llama_cpp.llama_token_to_piece(self.vocab, tok, self._piece, 256, 0, False)
+        delta = self.asm.feed(self._piece.raw[:n]) if n > 0 else ""
+        if delta:
+            self._text(delta, now, t0)
+        if self.asm.stopped:
+            self.stop_reason = "stop"
+            return True
+        if self.generated >= self.max_new:
+            self.stop_reason = "length"
+            return True
+        self.pending = tok
+        return False
+
+    def _text(self, delta: str, now: float, t0: float) -> None:
+        if self.first_text is None:
+            self.first_text = now
+            self._emit(FirstToken(now - self.queued_at))
+        self.parts.append(delta)
+        self._emit(TextDelta(delta, self.generated, now))
+
+    def finish(self, now: float, t0: float, stop_reason: str | None = None,
+               error: str | None = None) -> BatchResult:
+        if stop_reason:
+            self.stop_reason = stop_reason
+        self.error = error or self.error
+        if self.error:
+            self.stop_reason = "error"
+        tail = self.asm.finish()
+        if tail:
+            self._text(tail, now, t0)
+        self.sampler.close()
+        text = "".join(self.parts)
+        rate = None
+        if self.generated > 1 and self.t_last_tok > self.t_first_tok:
+            rate = (self.generated - 1) / (self.t_last_tok - self.t_first_tok)
+        st = BatchStats(
+            prompt_tokens=len(self.prompt), completion_tokens=self.generated,
+            stop_reason=self.stop_reason or "stop", slot=self.seq, online=self.req.online,
+            queued_at=self.queued_at - t0, slot_start=self.slot_start - t0,
+            first_token_at=self.first_text - t0 if self.first_text else None,
+            finished_at=now - t0,
+            ttft_from_queue_s=self.first_text - self.queued_at if self.first_text else None,
+            ttft_from_slot_s=self.first_text - self.slot_start if self.first_text else None,
+            queue_wait_s=self.slot_start - self.queued_at, total_s=now - self.queued_at,
+            decode_tok_s=rate, error=self.error,
+        )
+        if self.req.on_event is not None:
+            self._emit(Finished(text, self.reply_stats(st, now)))
+        return BatchResult(self.req.custom_id, text, st, self.req.line)
+
+    def reply_stats(self, st: BatchStats, now: float) -> ReplyStats:
+        """The chat gauges' record. Batched compute is shared, so these are wall times."""
+        pre_s = (self.first_sample or now) - self.slot_start
+        dec_s = (self.t_last_tok - self.t_first_tok) if self.t_first_tok else 0.0
+        return ReplyStats(
+            ttft_s=st.ttft_from_queue_s, prefill_tokens=len(self.prompt), cached_tokens=0,
+            prefill_s=pre_s, prefill_tok_s=len(self.prompt) / pre_s if pre_s > 0 else None,
+            decode_tokens=self.generated, decode_s=dec_s, decode_tok_s=st.decode_tok_s,
+            total_s=st.total_s or 0.0, kv_used=self.n_past, n_ctx=self.slot_ctx,
+            stop_reason=st.stop_reason, prompt_tokens=len(self.prompt),
+            wall_decode_tok_s=st.decode_tok_s, error=st.error,
+        )

@@ -1,0 +1,105 @@
+"""The records the batch engine takes in and gives out.
+
+Kept apart from the decode loop so the CLI, the JSONL layer and a Qt panel can
+build requests and read results without importing llama.cpp machinery.
+Times are perf_counter() seconds relative to the engine's start (`t0`), so a
+panel can draw a timeline of slots and tests can compare start/finish order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from app.chat.prompt import Msg
+from app.engine.events import Event
+from app.engine.sampling import GenerationSettings
+
+
+@dataclass
+class BatchRequest:
+    custom_id: str
+    messages: list[Msg] = field(default_factory=list)
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+    # Pre-tokenized prompt: bypasses chat formatting (benchmarks, tests that
+    # compare with Decoder on identical tokens). Stop strings then come only
+    # from settings.
+    prompt_tokens: list[int] | None = None
+    # Per-request stream (FirstToken, TextDelta, Finished), the same events the
+    # Decoder emits, so a chat view can show an online reply served by a batch.
+    on_event: Callable[[Event], None] | None = None
+    online: bool = False  # set by submit_online(): takes the next free slot first
+    line: int | None = None  # input line number, for error records
+
+
+@dataclass
+class BatchStats:
+    """One request's measured record; stamps are seconds since the engine's t0."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    stop_reason: str = "stop"  # stop / length / cancelled / error
+    slot: int | None = None
+    online: bool = False
+    queued_at: float = 0.0
+    slot_start: float | None = None  # got a slot (prefill begins)
+    first_token_at: float | None = None  # first visible text
+    finished_at: float | None = None
+    ttft_from_queue_s: float | None = None  # what the user waited
+    ttft_from_slot_s: float | None = None  # what the decoder took (prefill + 1st step)
+    queue_wait_s: float | None = None
+    total_s: float | None = None  # queued -> finished
+    decode_tok_s: float | None = None  # this request's own rate, first -> last token
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class BatchResult:
+    custom_id: str
+    text: str
+    stats: BatchStats
+    line: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.stats.error is None and self.stats.stop_reason != "cancelled"
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """What a progress bar and the slot-occupancy gauge show; >= 4 per second."""
+
+    done: int  # finished requests (errors included), this run
+    failed: int
+    total: int  # submitted so far, this run
+    queued: int
+    busy_slots: int
+    n_slots: int
+    generated: int  # completion tokens, all requests
+    elapsed_s: float  # excluding time spent paused
+    tok_s: float | None  # aggregate completion tok/s over the last few seconds
+    avg_tok_s: float | None  # aggregate completion tok/s over the whole run
+    eta_s: float | None
+    paused: bool
+
+    @property
+    def occupancy(self) -> float:
+        return self.busy_slots / self.n_slots if self.n_slots else 0.0
+
+
+@dataclass(frozen=True)
+class RequestStarted:
+    custom_id: str
+    slot: int
+    at: float
+
+
+@dataclass(frozen=True)
+class RequestDone:
+    result: BatchResult
+
+
+BatchEvent = BatchProgress | RequestStarted | RequestDone
