@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.config import AppConfig
+from app.ui.hardware_panel import HardwarePanel
 
 
 def _spin(lo: int, hi: int, value: int, special: str = "") -> QSpinBox:
@@ -41,7 +42,7 @@ def _dspin(lo: float, hi: float, value: float, step: float, decimals: int = 2) -
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, cfg: AppConfig, parent=None):
+    def __init__(self, cfg: AppConfig, parent=None, report=None):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._cfg = cfg
@@ -79,6 +80,8 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
         lay.addLayout(form)
+        self.hardware = HardwarePanel(report)  # read-only: where the loaded model runs
+        lay.addWidget(self.hardware)
         lay.addWidget(self.error)
         lay.addWidget(buttons)
         self.result_config: AppConfig | None = None

@@ -50,6 +50,7 @@ class MainWindow(QMainWindow):
         self.model_path: str | None = model if model is not None else self.config.model_path
         self._notice_shown = False
         self._closing = False
+        self.load_report = None  # the loaded model's LoadReport, for the settings' Hardware section
         self.bridge = EngineBridge(self)
 
         self.model_bar = ModelBar()
@@ -144,6 +145,7 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, info: Loaded) -> None:
         self.flow.model_ready = True
         self.flow.n_ctx = info.n_ctx
+        self.load_report = info.report
         self.model_bar.set_loaded(info.report)
         self.config.model_path = self.model_path
         self._save()
@@ -158,6 +160,7 @@ class MainWindow(QMainWindow):
 
     def _on_load_failed(self, message: str) -> None:
         self.flow.model_ready = False
+        self.load_report = None
         self.model_bar.set_failed()
         self.bar.show_message(f"Could not load the model: {message}", "error",
                               action="Use default model", key="default")
@@ -182,7 +185,7 @@ class MainWindow(QMainWindow):
         self.set_streaming(not self.config.streaming)
 
     def open_settings(self) -> None:
-        dlg = SettingsDialog(self.config, self)
+        dlg = SettingsDialog(self.config, self, report=self.load_report)
         if dlg.exec() and dlg.result_config is not None:
             self.apply_settings(dlg.result_config)
 

@@ -1,0 +1,85 @@
+"""The settings dialog's read-only "Hardware" section.
+
+Users whose GPU sits idle need to see why without reading logs: either the
+llama.cpp build has no GPU backend at all (a pip install compiles a CPU-only
+build unless told otherwise), or the build has one but the model's layers were
+not offloaded, or a GPU load failed and fell back. Each of those is a row here.
+The rows come from `hardware_rows`, which has no widgets, so it is tested on
+CPU builds without pretending to have a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel
+
+from app.engine import backend
+from app.engine.loader import LoadReport
+
+NO_OFFLOAD = "none (this llama.cpp build is CPU-only)"
+
+
+def _gib(n: int | None) -> str:
+    return f"{n / 2**30:.1f} GiB" if n else "?"
+
+
+def describe_device(d: dict) -> str:
+    """One device as llama.cpp reports it; memory only where it reports some."""
+    name = d.get("description") or d.get("name") or "?"
+    if d.get("name") and d.get("description") and d["name"] != d["description"]:
+        name = f"{d['description']} ({d['name']})"
+    kind = d.get("kind") or "?"
+    total, free = d.get("memory_total"), d.get("memory_free")
+    mem = f", {_gib(free)} free of {_gib(total)}" if total else ""
+    return f"{kind}: {name}{mem}"
+
+
+def hardware_rows(report: LoadReport | None, build_backend: str | None = None,
+                  offload_supported: bool | None = None,
+                  devices: Iterable[dict] | None = None) -> list[tuple[str, str]]:
+    """(label, text) rows. The build facts default to what this process's llama.cpp says."""
+    if build_backend is None:
+        build_backend = report.backend if report else backend.compiled_backend()
+    if offload_supported is None:
+        offload_supported = report.gpu_offload_supported if report else backend.gpu_offload_supported()
+    if devices is None:
+        devices = report.devices if report and report.devices else [
+            vars(d) for d in backend.devices()]
+    rows = [("GPU offload", f"{build_backend}" if offload_supported else NO_OFFLOAD)]
+    devs = list(devices)
+    rows += [("Device", describe_device(d)) for d in devs] or [("Device", "llama.cpp reported none")]
+    if report is None:
+        rows.append(("Layers on GPU", "no model loaded"))
+        return rows
+    total = report.layers_total
+    if report.layers_offloaded:
+        layers = f"{report.layers_offloaded} of {total}" if total else str(report.layers_offloaded)
+    elif not offload_supported:
+        layers = f"0 of {total} (CPU build)" if total else "0 (CPU build)"
+    elif report.n_gpu_layers_requested == 0:
+        layers = "0 (GPU layers set to 0 in these settings)"
+    else:
+        layers = f"0 of {total}" if total else "0"
+    rows.append(("Layers on GPU", layers))
+    rows.append(("Model runs on", report.runs_on))
+    if report.fallback:
+        rows.append(("Fallback", report.fallback))
+    return rows
+
+
+class HardwarePanel(QGroupBox):
+    """Read-only; it shows the report of the model as loaded, not the edited settings."""
+
+    def __init__(self, report: LoadReport | None = None, parent=None):
+        super().__init__("Hardware", parent)
+        self.rows = hardware_rows(report)
+        form = QFormLayout(self)
+        for label, text in self.rows:
+            value = QLabel(text)
+            value.setWordWrap(True)
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            if label == "Fallback":
+                value.setStyleSheet("color: #d68910;")
+            form.addRow(label, value)
