@@ -19,6 +19,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--gui", action="store_true",
                    help="stream one long reply (at least 1,000 tokens) through the real window, "
                         "offscreen, and measure delivery, GUI stalls and paint cost")
+    p.add_argument("--batch", action="store_true",
+                   help="decode 32 prompts online one after another, then with continuous batching; "
+                        "print batch_speedup and the slot count")
     add_model_args(p)
     return p
 
@@ -28,7 +31,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.tokens < 2:
         raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
-    if getattr(args, "gui", False):
+    if getattr(args, "batch", False):
+        from app.engine.batch_bench import run_batch_bench
+
+        result = run_batch_bench(args.model, load_options(args))
+    elif getattr(args, "gui", False):
         from app.ui.bench_gui import run_gui_bench
 
         result = run_gui_bench(args.model, load_options(args), max(args.tokens, 1024))
