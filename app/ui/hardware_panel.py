@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel
 from app.engine import backend
 from app.engine.loader import LoadReport
 
-NO_OFFLOAD = "none (this llama.cpp build is CPU-only)"
+NO_OFFLOAD = "none (CPU-only llama.cpp build)"
 
 
 def _gib(n: int | None) -> str:
@@ -28,9 +28,9 @@ def _gib(n: int | None) -> str:
 def describe_device(d: dict) -> str:
     """One device as llama.cpp reports it; memory only where it reports some."""
     name = d.get("description") or d.get("name") or "?"
-    if d.get("name") and d.get("description") and d["name"] != d["description"]:
-        name = f"{d['description']} ({d['name']})"
     kind = d.get("kind") or "?"
+    if d.get("name") and d.get("description") and d["name"] not in (d["description"], kind):
+        name = f"{d['description']} ({d['name']})"  # e.g. "NVIDIA H200 (CUDA0)"
     total, free = d.get("memory_total"), d.get("memory_free")
     mem = f", {_gib(free)} free of {_gib(total)}" if total else ""
     return f"{kind}: {name}{mem}"
@@ -75,6 +75,7 @@ class HardwarePanel(QGroupBox):
     def __init__(self, report: LoadReport | None = None, parent=None):
         super().__init__("Hardware", parent)
         self.rows = hardware_rows(report)
+        self.setMinimumWidth(420)  # device names and memory stay on one line each
         form = QFormLayout(self)
         for label, text in self.rows:
             value = QLabel(text)

@@ -95,7 +95,7 @@ def test_a_gpu_load_shows_backend_device_memory_and_layers():
     rows = hardware_rows(_cuda_report())
     assert _row(rows, "GPU offload") == ["CUDA"]
     assert _row(rows, "Device") == ["GPU: NVIDIA H200 (CUDA0), 140.0 GiB free of 143.0 GiB",
-                                    "CPU: AMD EPYC (CPU)"]
+                                    "CPU: AMD EPYC"]
     assert _row(rows, "Layers on GPU") == ["19 of 19"]
     assert _row(rows, "Model runs on") == ["CUDA (19/19 layers on GPU)"]
 
