@@ -102,12 +102,12 @@ def test_greedy_batched_equals_decoded_alone(model):
 
     With several slots, llama.cpp's CPU matmul kernels accumulate in an order that
     depends on how many rows a ubatch holds and where a token sits in it, so a
-    near-tie can flip (measured: 1 of these 12 prompts at 16 tokens, ~20-40% of
+    near-tie can flip (measured: 1 of these 8 prompts at 16 tokens, ~20-40% of
     longer greedy replies; see `bench --batch` greedy_divergence_rate). The
     schedule is deterministic, so the prompts that hold here hold every run.
     """
     reqs = [BatchRequest(f"t{i}", [Msg("user", f"Write a short paragraph about {t}.")],
-                         GenerationSettings(max_tokens=16, temperature=0)) for i, t in enumerate(TOPICS)]
+                         GenerationSettings(max_tokens=16, temperature=0)) for i, t in enumerate(TOPICS[:8])]
     one = _engine(model, 1)
     try:
         one.submit_many(reqs[:4])
@@ -123,7 +123,7 @@ def test_greedy_batched_equals_decoded_alone(model):
     finally:
         many.free()
     same = [k for k in alone if batched[k] == alone[k]]
-    holds = [f"t{i}" for i, t in enumerate(TOPICS) if t != "rain"]
+    holds = [f"t{i}" for i, t in enumerate(TOPICS[:8]) if t != "rain"]
     assert set(holds) <= set(same), sorted(set(holds) - set(same))
 
 
