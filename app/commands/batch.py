@@ -110,9 +110,10 @@ def run(args: argparse.Namespace) -> int:
         t = threading.Thread(target=work, name="llamadesk-batch", daemon=True)
         t.start()
         interrupted = False
-        while t.is_alive():
+        while t.is_alive():  # Ctrl+C may land anywhere in here: always cancel, then keep waiting
             try:
-                t.join(0.1)
+                while t.is_alive():
+                    t.join(0.1)
             except KeyboardInterrupt:
                 interrupted = True
                 engine.cancel()
