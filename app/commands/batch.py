@@ -100,20 +100,26 @@ def run(args: argparse.Namespace) -> int:
         pre_errors = sum(1 for it in job.todo if it.error is not None)
         progress = None if args.quiet else _ProgressLine(pre_errors, pre_errors)
         box: dict = {}
+        ended = threading.Event()
 
         def work():
             try:
                 box["summary"] = job.run(engine, model.header.name or model.report.model_path, progress)
             except BaseException as e:  # re-raised on the main thread
                 box["error"] = e
+            finally:
+                ended.set()
 
         t = threading.Thread(target=work, name="llamadesk-batch", daemon=True)
         t.start()
         interrupted = False
-        while t.is_alive():  # Ctrl+C may land anywhere in here: always cancel, then keep waiting
+        # Wait on an Event, not Thread.join: a join interrupted by Ctrl+C can leave
+        # is_alive() False while the thread still runs (CPython < 3.13), and freeing
+        # the model under a running llama_decode crashes. Ctrl+C may land anywhere here.
+        while not ended.is_set():
             try:
-                while t.is_alive():
-                    t.join(0.1)
+                while not ended.wait(0.1):
+                    pass
             except KeyboardInterrupt:
                 interrupted = True
                 engine.cancel()
