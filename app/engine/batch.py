@@ -38,9 +38,13 @@ from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings
 
 # Measured by `llamadesk bench --batch` on the 2-core CPU machine (Gemma 3
-# 270M): aggregate decode still grows from 8 to 16 slots and flattens after
-# (see BATCH_SLOTS_NOTE in app/engine/batch_bench.py). Set with --parallel.
-DEFAULT_SLOTS = 16
+# 270M, 32 prompts x 64 tokens): 8 / 16 / 32 slots gave 145 / 173 / 202 tok/s
+# against 70 tok/s online, so 32 (see app/engine/batch_bench.py). Set with --parallel.
+DEFAULT_SLOTS = 32
+# Sequences kept free for online requests. With every batch slot busy and the
+# batch started in lockstep, "the next free slot" came after a whole request
+# (6.2 s measured); a reserved sequence makes it the next decode step instead.
+ONLINE_RESERVE = 1
 DEFAULT_SLOT_CTX = 1024
 PROGRESS_EVERY_S = 0.2
 RATE_WINDOW_S = 3.0
@@ -51,7 +55,7 @@ class BatchEngine:
                  slot_ctx: int = DEFAULT_SLOT_CTX,
                  on_event: Callable[[BatchEvent], None] | None = None):
         self.model = model
-        self.bctx = BatchContext(model, n_slots, slot_ctx)
+        self.bctx = BatchContext(model, n_slots + ONLINE_RESERVE, slot_ctx)
         self.ctx = self.bctx.ctx
         self.n_slots = n_slots
         self.slot_ctx = self.bctx.slot_ctx
@@ -68,7 +72,7 @@ class BatchEngine:
         self._paused = False
         self._cancelled = False
         self._closed = False
-        self.slots: list[Slot | None] = [None] * n_slots
+        self.slots: list[Slot | None] = [None] * (n_slots + ONLINE_RESERVE)
         self._results: list[BatchResult] = []
         self.t0 = time.perf_counter()
         self._reset_counters()
@@ -199,6 +203,8 @@ class BatchEngine:
             while True:
                 if self._online:
                     req, queued = self._online.popleft()
+                elif seq >= self.n_slots:
+                    return  # the reserved sequence waits for online work
                 elif self._queue and not self._paused:
                     req, queued = self._queue.popleft()
                 else:
@@ -342,9 +348,10 @@ class BatchEngine:
         eta = None
         if self._done:
             eta = elapsed / self._done * max(0, self._total - self._done)
-        busy = sum(s is not None for s in self.slots)
+        busy = sum(s is not None for s in self.slots[:self.n_slots])
         self._emit(BatchProgress(
             done=self._done, failed=self._failed, total=self._total,
             queued=len(self._queue) + len(self._online), busy_slots=busy, n_slots=self.n_slots,
+            online_busy=sum(s is not None and s.req.online for s in self.slots),
             generated=self._generated, elapsed_s=elapsed, tok_s=rate, avg_tok_s=avg, eta_s=eta,
             paused=self._paused))

@@ -35,6 +35,9 @@ class BatchContext:
         # One decode step carries a token per slot plus prefill chunks.
         p.n_batch = max(int(src.n_batch), n_slots)
         p.n_ubatch = p.n_batch
+        # Each step asks logits of at most one token per slot; the default (n_batch
+        # outputs) reserves n_batch x n_vocab floats, ~0.5 GB with Gemma's 262k vocab.
+        p.n_outputs_max = n_slots
         p.kv_unified = False
         p.swa_full = True  # the header warns a small SWA cache is slow with n_seq_max > 1
         p.no_perf = True

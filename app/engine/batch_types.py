@@ -84,6 +84,7 @@ class BatchProgress:
     avg_tok_s: float | None  # aggregate completion tok/s over the whole run
     eta_s: float | None
     paused: bool
+    online_busy: int = 0  # slots serving online requests (the reserved one included)
 
     @property
     def occupancy(self) -> float:

@@ -158,7 +158,8 @@ def test_online_request_takes_the_next_free_slot_and_streams(model):
     assert started.index("chat") == max(n_before, 2)
     res = {r.custom_id: r for r in out["res"]}
     chat = res["chat"]
-    assert chat.stats.online and chat.stats.ttft_from_queue_s is not None
+    assert chat.stats.online and chat.stats.slot == 2  # the reserved sequence: no wait for a batch slot
+    assert chat.stats.ttft_from_queue_s is not None
     assert "".join(deltas) == chat.text and finished and finished[0].text == chat.text
     assert finished[0].stats.decode_tokens == 6
     assert len(res) == 7
