@@ -1,0 +1,69 @@
+"""Regenerate resources/screenshot.png: the real window, mid-reply, gauges live.
+
+Run under a display (e.g. `Xvfb :99 -screen 0 1600x1000x24 &` then
+`DISPLAY=:99 QT_QPA_PLATFORM=xcb python resources/make_screenshot.py`). Settings are
+not persisted, so a developer's own settings file is never touched.
+The second reply is grabbed mid-stream, so the gauges show a live reply.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from app.ui.config import AppConfig
+from app.ui.window import MainWindow
+
+OUT = Path(__file__).resolve().parent / "screenshot.png"
+FIRST = "How do I make bread at home? Give the steps as a numbered list."
+SECOND = "And how do I make pizza dough? Give the steps as a numbered list."
+
+
+def main() -> int:
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    # One llama thread: on a small shared machine, oversubscribed cores make decode crawl.
+    cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3, n_threads=1)
+    win = MainWindow(model=sys.argv[1] if len(sys.argv) > 1 else None, config=cfg, persist=False)
+    win.resize(1200, 800)
+    win.show()
+    state = {"turn": 0}
+
+    def ask(text: str, max_tokens: int) -> None:
+        win.config.max_tokens = max_tokens
+        win.composer.set_text(text)
+        win.flow.send()
+
+    def on_loaded(_info) -> None:
+        if state["turn"] == 0:
+            state["turn"] = 1
+            ask(FIRST, 160)
+
+    def on_finished(_msg) -> None:
+        if state["turn"] == 1:
+            state["turn"] = 2
+            win.bar.hide()
+            state["t0"] = time.perf_counter()
+            win.composer.set_text("")
+            ask(SECOND, 400)
+            QTimer.singleShot(100, poll)
+
+    def poll() -> None:
+        if win.flow.gauges.generated >= 110 or time.perf_counter() - state["t0"] > 60:
+            win.grab().save(str(OUT))
+            print(f"saved {OUT}")
+            win.close()
+        else:
+            QTimer.singleShot(100, poll)
+
+    win.model_loaded.connect(on_loaded)
+    win.flow.reply_finished.connect(on_finished)
+    win.closed.connect(app.quit)
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
