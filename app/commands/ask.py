@@ -39,21 +39,28 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def generate_interruptibly(work):
-    """Run work(cancel) on a thread so Ctrl+C cancels it and keeps the partial reply."""
+    """Run work(cancel) on a thread so Ctrl+C cancels it and keeps the partial reply.
+
+    We wait on an Event the worker sets last, not on Thread.join: before
+    CPython 3.13 a join interrupted by Ctrl+C can report a still-running
+    thread as finished, and the model would then be freed under a decode.
+    """
     cancel = CancelToken()
     box: dict = {}
+    finished = threading.Event()
 
     def target():
         try:
             box["result"] = work(cancel)
         except BaseException as e:  # re-raised on the main thread
             box["error"] = e
+        finally:
+            finished.set()
 
-    t = threading.Thread(target=target, name="llamadesk-ask", daemon=True)
-    t.start()
-    while t.is_alive():
+    threading.Thread(target=target, name="llamadesk-ask", daemon=True).start()
+    while not finished.is_set():
         try:
-            t.join(0.1)
+            finished.wait(0.1)
         except KeyboardInterrupt:
             cancel.cancel()
     if "error" in box:
