@@ -41,17 +41,23 @@ def _wait(signal, timeout_s: float) -> list:
     return list(got[0])
 
 
-def _frames(log: list[tuple[str, float, float]], appends: list[tuple[float, int]]) -> list[tuple[int, float]]:
-    """(tokens shown after the frame, frame cost ms): each append plus the paints it caused."""
-    out: list[tuple[int, float]] = []
+def _frames(log: list[tuple[str, float, float]],
+            appends: list[tuple[float, int]]) -> list[tuple[int, float, float]]:
+    """(tokens shown after the frame, append ms, paint ms): each append plus the paints it caused."""
+    out: list[tuple[int, float, float]] = []
     ai = 0
     for kind, _t, ms in log:
         if kind == "append":
-            out.append((appends[ai][1], ms))
+            out.append((appends[ai][1], ms, 0.0))
             ai += 1
         elif out:
-            out[-1] = (out[-1][0], out[-1][1] + ms)
+            n, a, p = out[-1]
+            out[-1] = (n, a, p + ms)
     return out
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
 
 
 def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024) -> dict:
@@ -127,8 +133,8 @@ def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024)
     gaps = [(b - a) * 1000 for a, b in zip(ticks, ticks[1:])]
     frames = _frames(view.paint_log, appends)
     total = st.decode_tokens
-    first = [ms for n, ms in frames if n <= EDGE_TOKENS]
-    last = [ms for n, ms in frames if n > total - EDGE_TOKENS]
+    first = [(a, p) for n, a, p in frames if n <= EDGE_TOKENS]
+    last = [(a, p) for n, a, p in frames if n > total - EDGE_TOKENS]
     return {
         "model": info.report.model_path,
         "runs_on": info.report.runs_on,
@@ -139,8 +145,10 @@ def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024)
         "delivered_ratio": view_rate / engine_rate if engine_rate else None,
         "max_stall_ms": max(gaps) if gaps else None,
         "heartbeat_p99_ms": statistics.quantiles(gaps, n=100)[98] if len(gaps) >= 100 else None,
-        "paint_ms_first": statistics.fmean(first) if first else None,
-        "paint_ms_last": statistics.fmean(last) if last else None,
+        "paint_ms_first": _mean([a + p for a, p in first]),
+        "paint_ms_last": _mean([a + p for a, p in last]),
+        "append_ms_first": _mean([a for a, _ in first]),
+        "append_ms_last": _mean([a for a, _ in last]),
         "frames": len(frames),
         "paint_events": sum(1 for k, _t, _ms in view.paint_log if k == "paint"),
         "ttft_s": st.ttft_s,

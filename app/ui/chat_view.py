@@ -18,6 +18,7 @@ from PySide6.QtGui import (
     QColor,
     QGuiApplication,
     QPalette,
+    QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextFrame,
@@ -54,8 +55,9 @@ class ChatView(QTextBrowser):
         self.renderer = MarkdownRenderer(theme_from(self.palette()))
         self._frames: list[QTextFrame] = []
         self._codes: dict[int, str] = {}
-        self._live: QTextFrame | None = None
-        self._live_body = 0  # document position where the live reply's text starts
+        self._live = False
+        self._live_start = 0  # document position where the live reply's header starts
+        self._live_body = 0  # ... and where its text starts
         self._live_has_text = False
         self.follow = True  # auto-scroll; off while the user reads further up
         self.stream_paints = 0  # incremental paints of the live reply (tests, bench)
@@ -172,44 +174,48 @@ class ChatView(QTextBrowser):
         del self._frames[n:]
 
     # -- the live reply -----------------------------------------------------
+    # The reply being streamed lives in plain blocks of the root frame, not in
+    # a frame of its own: QTextDocumentLayout finds the visible blocks of the
+    # root frame by binary search but walks a nested frame block by block, so
+    # streaming into a frame made every paint cost grow with the reply.
+    def _end(self) -> QTextCursor:
+        cur = QTextCursor(self.document())
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        return cur
+
     def begin_live(self, status: str) -> None:
         self.discard_live()
         self.stream_paints = self.final_paints = 0
-        frame, cur = self._new_frame(self._frame_format("assistant", False))
+        cur = self._end()
+        self._live_start = cur.position()
         cur.insertHtml(self._header_html("assistant", False))
-        cur.insertBlock()
-        cur.setCharFormat(QTextCharFormat())
-        self._live, self._live_body, self._live_has_text = frame, cur.position(), False
+        fmt = QTextBlockFormat()
+        fmt.setLeftMargin(8)
+        fmt.setRightMargin(8)
+        cur.insertBlock(fmt, QTextCharFormat())
+        self._live, self._live_body, self._live_has_text = True, cur.position(), False
         self.live_status(status)
         self.scroll_to_end()
 
     def live_status(self, text: str) -> None:
         """Show the waiting line (elapsed time) until the reply's text starts."""
-        if self._live is None or self._live_has_text:
+        if not self._live or self._live_has_text:
             return
-        cur = self._body_cursor()
+        cur = self._end()
+        cur.setPosition(self._live_body, QTextCursor.MoveMode.KeepAnchor)
         fmt = QTextCharFormat()
         fmt.setForeground(QColor(self.renderer.theme.muted))
         cur.insertText(text, fmt)
 
-    def _body_cursor(self) -> QTextCursor:
-        cur = QTextCursor(self.document())
-        cur.setPosition(self._live_body)
-        cur.setPosition(self._live.lastPosition(), QTextCursor.MoveMode.KeepAnchor)
-        return cur
-
     def live_append(self, text: str) -> None:
-        """Append streamed text at the end of the live reply: cost ~ len(text)."""
-        if self._live is None or not text:
+        """Append streamed text at the end of the document: cost ~ len(text)."""
+        if not self._live or not text:
             return
         t0 = time.perf_counter()
+        cur = self._end()
         if not self._live_has_text:
             self._live_has_text = True
-            cur = self._body_cursor()
-            cur.removeSelectedText()
-        else:
-            cur = QTextCursor(self.document())
-            cur.setPosition(self._live.lastPosition())
+            cur.setPosition(self._live_body, QTextCursor.MoveMode.KeepAnchor)
         cur.insertText(text, QTextCharFormat())
         self.stream_paints += 1
         if self.paint_log is not None:
@@ -218,22 +224,18 @@ class ChatView(QTextBrowser):
 
     def end_live(self, msg: ChatMessage) -> None:
         """Render the finished reply once, as Markdown with its stats footer."""
-        if self._live is None:
-            self.add_message(msg)
-        else:
-            self._fill(self._live, self._message_html(msg))
-            self._frames.append(self._live)
-            self._live = None
+        self.discard_live()
+        self.add_message(msg)
         self.final_paints += 1
 
     def discard_live(self) -> None:
-        if self._live is None:
+        if not self._live:
             return
-        cur = QTextCursor(self.document())
-        cur.setPosition(self._live.firstPosition() - 1)
-        cur.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cur = self._end()
+        cur.setPosition(self._live_start, QTextCursor.MoveMode.KeepAnchor)
         cur.removeSelectedText()
-        self._live = None
+        cur.setBlockFormat(QTextBlockFormat())
+        self._live = False
 
     def paintEvent(self, ev) -> None:
         if self.paint_log is None:
