@@ -27,7 +27,8 @@ def main() -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     # One llama thread: on a small shared machine, oversubscribed cores make decode crawl.
     cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3, n_threads=1)
-    win = MainWindow(model=sys.argv[1] if len(sys.argv) > 1 else None, config=cfg, persist=False)
+    model = sys.argv[1] if len(sys.argv) > 1 else None
+    win = MainWindow(model=model, config=cfg, persist=False, history=False)
     win.resize(1200, 800)
     win.show()
     state = {"turn": 0}

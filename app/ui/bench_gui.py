@@ -72,7 +72,7 @@ def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024)
     app = QApplication.instance() or QApplication(["llamadesk-bench"])
     cfg = AppConfig(streaming=True, model_path=model_path, n_ctx=max(opts.n_ctx, tokens + 512),
                     n_gpu_layers=opts.n_gpu_layers, n_threads=opts.n_threads or 0)
-    win = MainWindow(model=model_path, config=cfg, persist=False, autoload=False)
+    win = MainWindow(model=model_path, config=cfg, persist=False, history=False, autoload=False)
     win.resize(1200, 800)
     win.show()
     try:

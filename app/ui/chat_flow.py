@@ -41,6 +41,7 @@ class ChatFlow(QObject):
         self.bridge, self.view, self.composer, self.panel, self.bar = bridge, view, composer, panel, bar
         self.settings_source, self._streaming = settings, streaming
         self.conversation = Conversation()
+        self.saver = None  # a ConversationSaver when the history store is open
         self.gauges = LiveGauges()
         self.model_ready = False
         self.n_ctx = 0
@@ -89,7 +90,7 @@ class ChatFlow(QObject):
     def regenerate(self) -> bool:
         if self.busy or not self.model_ready or not self.conversation.can_regenerate():
             return False
-        text = self.conversation.take_last_exchange()
+        text = self._take_back()
         self.view.truncate(len(self.conversation.messages))
         self._ask(text, self.settings_source())
         return True
@@ -98,11 +99,20 @@ class ChatFlow(QObject):
         """Take the last question back into the composer; its reply goes away."""
         if self.busy or self.conversation.last_user_index() is None:
             return False
-        text = self.conversation.take_last_exchange()
+        text = self._take_back()
         self.view.truncate(len(self.conversation.messages))
         self.composer.set_text(text)
         self.composer.edit.setFocus()
         return True
+
+    def _take_back(self) -> str | None:
+        got = self.conversation.take_last_exchange()
+        if got is None:
+            return None
+        text, removed = got
+        if self.saver is not None:
+            self.saver.removed(removed)
+        return text
 
     def new_chat(self, conversation: Conversation | None = None) -> None:
         if self.busy:
@@ -115,6 +125,8 @@ class ChatFlow(QObject):
     def _ask(self, text: str, settings: GenerationSettings) -> None:
         idx = self.conversation.add("user", text)
         self.view.add_message(self.conversation.messages[idx])
+        if self.saver is not None:
+            self.saver.question_sent(self.conversation, self.conversation.messages[idx])
         job = Job(self.conversation.history(idx), text, settings, self.conversation.system())
         self.job = job
         self._parts, self._painted = [], 0
@@ -159,6 +171,8 @@ class ChatFlow(QObject):
         for i in self.conversation.mark_dropped(reply.dropped):
             self.view.update_message(i, self.conversation.messages[i])
         self.conversation.messages.append(msg)
+        if self.saver is not None:
+            self.saver.reply_finished(self.conversation, msg)
         self.view.end_live(msg)  # the whole reply, once, as Markdown (both modes)
         self.gauges.finish(reply.stats, time.perf_counter())
         self._end_job()
@@ -169,7 +183,7 @@ class ChatFlow(QObject):
         if self.job is None or job.id != self.job.id:
             return
         # Give the question back: it was never answered, and typing must not be lost.
-        text = self.conversation.take_last_exchange() or ""
+        text = self._take_back() or ""
         self.view.truncate(len(self.conversation.messages))
         typed = self.composer.text()
         self.composer.set_text(text + ("\n" + typed if typed.strip() else ""))

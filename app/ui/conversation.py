@@ -20,6 +20,7 @@ class ChatMessage:
     content: str
     stats: ReplyStats | None = None
     out_of_context: bool = False  # the context budget left it out of the last prompt
+    id: int | None = None  # the store's message id, once saved
 
     def to_json(self) -> dict:
         return {"role": self.role, "content": self.content,
@@ -38,6 +39,7 @@ class Conversation:
     system_prompt: str = ""
     messages: list[ChatMessage] = field(default_factory=list)
     title: str = ""
+    id: int | None = None  # the store's conversation id, once saved
 
     def history(self, upto: int | None = None) -> list[Msg]:
         """What the engine sees as earlier turns (everything before `upto`)."""
@@ -63,8 +65,9 @@ class Conversation:
         return bool(self.messages) and self.messages[-1].role == "assistant" \
             and self.last_user_index() is not None
 
-    def take_last_exchange(self) -> str | None:
-        """Remove the last user message and everything after it; return its text.
+    def take_last_exchange(self) -> tuple[str, list[ChatMessage]] | None:
+        """Remove the last user message and everything after it; return its text
+        and the removed messages (so a store can delete them too).
 
         Regenerate and edit-and-resend both start here: the engine is then asked
         the same (or edited) question with the same earlier history, so the KV
@@ -73,9 +76,9 @@ class Conversation:
         i = self.last_user_index()
         if i is None:
             return None
-        text = self.messages[i].content
+        removed = self.messages[i:]
         del self.messages[i:]
-        return text
+        return removed[0].content, removed
 
     def mark_dropped(self, dropped: list[int]) -> list[int]:
         """Flag the messages the last prompt left out; return indices whose flag changed."""
@@ -91,6 +94,13 @@ class Conversation:
     def to_json(self) -> dict:
         return {"title": self.title, "system_prompt": self.system_prompt,
                 "messages": [m.to_json() for m in self.messages]}
+
+    @classmethod
+    def from_store(cls, stored) -> Conversation:
+        """From app.chat.records.Conversation: what reopening a saved chat shows."""
+        msgs = [ChatMessage(m.role, m.content, m.stats, m.out_of_context, m.id)
+                for m in stored.messages if m.role in ("user", "assistant")]
+        return cls(stored.system_prompt or "", msgs, stored.title, stored.id)
 
     @classmethod
     def from_json(cls, d: dict) -> Conversation:

@@ -41,7 +41,8 @@ class MainWindow(QMainWindow):
     closed = Signal()
 
     def __init__(self, model: str | None = None, config: AppConfig | None = None,
-                 config_path: Path | None = None, persist: bool = True, autoload: bool = True):
+                 config_path: Path | None = None, persist: bool = True, autoload: bool = True,
+                 history: bool = True):
         super().__init__()
         self.setWindowTitle("LlamaDesk")
         self.config_path = config_path
@@ -70,6 +71,7 @@ class MainWindow(QMainWindow):
         self.flow = ChatFlow(self.bridge, self.view, self.composer, self.gauges, self.bar,
                              settings=lambda: self.config.generation(),
                              streaming=lambda: self.config.streaming, parent=self)
+        self.store = self._open_store() if history else None
         self._build_layout()
         self._wire()
         self.model_bar.streaming.setChecked(self.config.streaming)
@@ -132,6 +134,24 @@ class MainWindow(QMainWindow):
             sc = QShortcut(QKeySequence(keys), self)
             sc.setContext(Qt.ShortcutContext.WindowShortcut)
             sc.activated.connect(slot)
+
+    def _open_store(self):
+        """The shared history database; without it the window still chats, unsaved."""
+        from app.chat.errors import StoreError
+        from app.chat.store import Store
+        from app.ui.saving import ConversationSaver
+
+        try:
+            store = Store.open()
+        except (StoreError, OSError) as e:
+            self.bar.show_message(f"Conversations will not be saved: {e}", "warning")
+            return None
+        if store.notice:
+            self.bar.show_message(store.notice, "warning")
+        self.flow.saver = ConversationSaver(
+            store, model=lambda: self.model_path or "default",
+            on_error=lambda m: self.bar.show_message(m, "warning"))
+        return store
 
     # -- model ----------------------------------------------------------------
     def load_model(self, path: str | None) -> None:
@@ -236,6 +256,10 @@ class MainWindow(QMainWindow):
         self.flow.shutdown()
         ok = self.bridge.shutdown(2.0)
         self._save()
+        if self.store is not None:
+            self.flow.saver = None
+            self.store.close()
+            self.store = None
         return ok
 
     def closeEvent(self, ev) -> None:

@@ -128,3 +128,26 @@ def test_out_of_context_messages_are_marked(qtbot, make_window):
     assert flagged and flagged[0] is win.flow.conversation.messages[0]
     assert "out of context" in win.view.toPlainText()
     assert "left out of context" in win.gauges.dropped.text()
+
+
+def test_turns_are_saved_to_the_history_store_with_their_stats(qtbot, make_window):
+    from app.chat.store import Store
+    from app.ui.conversation import Conversation
+
+    win = make_window(small_config(max_tokens=8))
+    win.system_prompt.setText("Be brief.")
+    ask(qtbot, win, "Name three colours.")
+    ask(qtbot, win, "Name three animals.")
+    with qtbot.waitSignal(win.flow.reply_finished, timeout=60_000):
+        win.regen_button.click()  # the old last reply is deleted, the new one saved
+    conv_id = win.flow.conversation.id
+    shown = [(m.role, m.content, m.stats) for m in win.flow.conversation.messages]
+    win.close()
+    with Store.open() as store:
+        stored = store.get_conversation(conv_id)
+    again = Conversation.from_store(stored)
+    assert [(m.role, m.content, m.stats) for m in again.messages] == shown
+    assert again.system_prompt == "Be brief." and again.title == "Name three colours."
+    other = make_window(small_config())
+    other.flow.new_chat(again)  # reopening shows each reply's stats footer again
+    assert shown[-1][2].summary() in other.view.toPlainText()

@@ -30,7 +30,8 @@ def test_take_last_exchange_and_dropped_flags():
     assert [m.content for m in c.history(2)] == ["one", "1"]
     assert c.mark_dropped([0, 1]) == [0, 1]
     assert c.mark_dropped([0, 1]) == []
-    assert c.take_last_exchange() == "two"
+    text, removed = c.take_last_exchange()
+    assert text == "two" and [m.content for m in removed] == ["two", "2"]
     assert [m.content for m in c.messages] == ["one", "1"]
     back = Conversation.from_json(json.loads(json.dumps(c.to_json())))
     assert back.messages[1].stats == c.messages[1].stats and back.messages[0].out_of_context
