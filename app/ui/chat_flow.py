@@ -4,7 +4,10 @@ Engine events arrive as queued signals and are only recorded here; two timers
 do the painting. The frame timer (16 ms) appends the text received since the
 last frame, so a burst of tokens costs one paint, never one per token. The
 gauge timer (100 ms) refreshes the gauges and the waiting line, so they move
-even while no event arrives (TTFT counts up during a long prefill).
+even while no event arrives (TTFT counts up during a long prefill). A third
+(500 ms) saves the reply so far, so a crash loses at most half a second of it;
+a reply the user leaves (new chat, switching, closing) is sealed as
+"interrupted" with its text, never dropped.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from app.ui.message_bar import MessageBar
 
 FRAME_MS = 16
 GAUGE_MS = 100
+SAVE_MS = 500  # the growing reply reaches the store this often (the issue allows 1 s)
 
 
 class ChatFlow(QObject):
@@ -54,6 +58,10 @@ class ChatFlow(QObject):
         self._gauge = QTimer(self)
         self._gauge.setInterval(GAUGE_MS)
         self._gauge.timeout.connect(self._refresh_gauges)
+        self._reply_id: int | None = None  # the store row of the reply being generated
+        self._save = QTimer(self)
+        self._save.setInterval(SAVE_MS)
+        self._save.timeout.connect(self._save_progress)
         w = bridge.worker
         w.event.connect(self._on_event)
         w.replied.connect(self._on_replied)
@@ -117,6 +125,7 @@ class ChatFlow(QObject):
     def new_chat(self, conversation: Conversation | None = None) -> None:
         if self.busy:
             self.bridge.stop()
+            self._cut_reply()
             self._end_job()  # its late events and reply are ignored by job id
         self.conversation = conversation or Conversation()
         self.view.show_conversation(self.conversation.messages)
@@ -127,6 +136,7 @@ class ChatFlow(QObject):
         self.view.add_message(self.conversation.messages[idx])
         if self.saver is not None:
             self.saver.question_sent(self.conversation, self.conversation.messages[idx])
+            self._reply_id = self.saver.reply_started(self.conversation)
         job = Job(self.conversation.history(idx), text, settings, self.conversation.system())
         self.job = job
         self._parts, self._painted = [], 0
@@ -137,6 +147,7 @@ class ChatFlow(QObject):
         self.bridge.submit(job)
         self._frame.start()
         self._gauge.start()
+        self._save.start()
         self._refresh_gauges()
         self.reply_started.emit()
 
@@ -172,7 +183,7 @@ class ChatFlow(QObject):
             self.view.update_message(i, self.conversation.messages[i])
         self.conversation.messages.append(msg)
         if self.saver is not None:
-            self.saver.reply_finished(self.conversation, msg)
+            self.saver.reply_finished(self.conversation, msg, self._reply_id)
         self.view.end_live(msg)  # the whole reply, once, as Markdown (both modes)
         self.gauges.finish(reply.stats, time.perf_counter())
         self._end_job()
@@ -183,6 +194,8 @@ class ChatFlow(QObject):
         if self.job is None or job.id != self.job.id:
             return
         # Give the question back: it was never answered, and typing must not be lost.
+        if self.saver is not None:
+            self.saver.reply_failed(self._reply_id)
         text = self._take_back() or ""
         self.view.truncate(len(self.conversation.messages))
         typed = self.composer.text()
@@ -193,9 +206,19 @@ class ChatFlow(QObject):
         self.bar.show_message(("Context overflow: " if overflow else "Error: ") + message + hint, "error")
         self.reply_failed.emit(message)
 
+    def _save_progress(self) -> None:
+        if self.saver is not None and self.busy:
+            self.saver.reply_progress(self._reply_id, "".join(self._parts))
+
+    def _cut_reply(self) -> None:
+        if self.saver is not None and self.busy:
+            self.saver.reply_cut(self._reply_id, "".join(self._parts))
+
     def _end_job(self) -> None:
         self._frame.stop()
         self._gauge.stop()
+        self._save.stop()
+        self._reply_id = None
         self.job = None
         self.view.discard_live()
         self.composer.set_busy(False)
@@ -203,5 +226,8 @@ class ChatFlow(QObject):
         self.busy_changed.emit(False)
 
     def shutdown(self) -> None:
+        """Closing mid-reply keeps the text so far, sealed as interrupted."""
+        self._cut_reply()
         self._frame.stop()
         self._gauge.stop()
+        self._save.stop()

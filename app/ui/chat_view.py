@@ -123,7 +123,11 @@ class ChatView(QTextBrowser):
             err = f" · error: {html.escape(st.error)}" if st.error else ""
             foot = (f'<p style="margin-top:4px; color:{t.muted}; font-size:small;">'
                     f"{html.escape(st.summary())}{err}</p>")
-        return self._header_html(msg.role, msg.out_of_context) + body + foot
+        cut = ""
+        if msg.state != "complete":  # a crash or a switch cut it off: say the text is partial
+            cut = (f' &nbsp;<span style="color:#c0392b; font-weight:normal;">'
+                   f"· {html.escape(msg.state)} (partial reply)</span>")
+        return self._header_html(msg.role, msg.out_of_context, cut) + body + foot
 
     def _new_frame(self, fmt: QTextFrameFormat) -> tuple[QTextFrame, QTextCursor]:
         cur = QTextCursor(self.document())

@@ -21,6 +21,7 @@ class ChatMessage:
     stats: ReplyStats | None = None
     out_of_context: bool = False  # the context budget left it out of the last prompt
     id: int | None = None  # the store's message id, once saved
+    state: str = "complete"  # "interrupted": cut off (a crash, a switch) with partial text kept
 
     def to_json(self) -> dict:
         return {"role": self.role, "content": self.content,
@@ -97,9 +98,14 @@ class Conversation:
 
     @classmethod
     def from_store(cls, stored) -> Conversation:
-        """From app.chat.records.Conversation: what reopening a saved chat shows."""
-        msgs = [ChatMessage(m.role, m.content, m.stats, m.out_of_context, m.id)
-                for m in stored.messages if m.role in ("user", "assistant")]
+        """From app.chat.records.Conversation: what reopening a saved chat shows.
+
+        A reply cut off before its first token has nothing to show or send, so
+        it is left out (as the store's own history() leaves it out).
+        """
+        msgs = [ChatMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state)
+                for m in stored.messages if m.role in ("user", "assistant")
+                and not (m.role == "assistant" and m.state != "complete" and not m.content)]
         return cls(stored.system_prompt or "", msgs, stored.title, stored.id)
 
     @classmethod

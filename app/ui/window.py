@@ -28,6 +28,8 @@ from app.ui.composer import Composer
 from app.ui.config import AppConfig, load_config, save_config
 from app.ui.engine_thread import EngineBridge, Loaded
 from app.ui.gauges import GaugesPanel
+from app.ui.history_actions import HistoryActions
+from app.ui.history_panel import HistoryPanel
 from app.ui.message_bar import MessageBar
 from app.ui.model_bar import ModelBar
 from app.ui.settings_dialog import SettingsDialog
@@ -72,8 +74,10 @@ class MainWindow(QMainWindow):
                              settings=lambda: self.config.generation(),
                              streaming=lambda: self.config.streaming, parent=self)
         self.store = self._open_store() if history else None
+        self.history_panel = HistoryPanel(self.store)
         self._build_layout()
         self._wire()
+        self.history = HistoryActions(self)
         self.model_bar.streaming.setChecked(self.config.streaming)
         self._update_actions()
         self.resize(1100, 720)
@@ -98,13 +102,15 @@ class MainWindow(QMainWindow):
         col.addLayout(actions)
         col.addWidget(self.composer)
         split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.history_panel)
         split.addWidget(chat)
         split.addWidget(self.gauges)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 0)
-        split.setCollapsible(0, False)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setStretchFactor(2, 0)
+        split.setCollapsible(1, False)
         self.gauges.setMinimumWidth(250)
-        split.setSizes([800, 290])
+        split.setSizes([210, 600, 290])
         central = QWidget()
         root = QVBoxLayout(central)
         root.setContentsMargins(8, 8, 8, 8)

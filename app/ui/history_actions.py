@@ -1,0 +1,181 @@
+"""What the conversation list, Ctrl+E and Import do to the window.
+
+Kept out of window.py (which only creates the panel and this object) so the
+history features live in one place. Everything runs on the GUI thread; the
+store allows that, and each call is one short transaction.
+
+Switching away from a reply being generated goes through ChatFlow.new_chat,
+which stops it and seals its text so far as "interrupted": switching never
+loses text. Deleting is a soft delete, so the message bar can offer Undo.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QKeySequence, QShortcut, QTextDocument
+from PySide6.QtWidgets import QFileDialog
+
+from app.chat import export as exporter
+from app.chat import transcript
+from app.chat.errors import StoreError
+from app.ui.conversation import Conversation
+
+EXPORT_FILTERS = {"Markdown (*.md)": "md", "JSON (*.json)": "json", "HTML (*.html)": "html",
+                  "Plain text (*.txt)": "txt"}
+IMPORT_FILTER = "LlamaDesk transcript (*.json);;All files (*)"
+UNDO_PREFIX = "undo-delete:"
+
+
+def one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+class HistoryActions(QObject):
+    def __init__(self, window):
+        super().__init__(window)
+        self.win = window
+        self.panel = window.history_panel
+        self.flow = window.flow
+        p = self.panel
+        p.open_requested.connect(self.open)
+        p.renamed.connect(self.rename)
+        p.delete_requested.connect(self.delete)
+        p.import_requested.connect(lambda: self.import_file())
+        p.export_requested.connect(lambda: self.export_current())
+        window.bar.action_triggered.connect(self._on_bar_action)
+        # The list follows the chat: a new chat appears with its first question.
+        self.flow.reply_started.connect(self.refresh)
+        self.flow.reply_finished.connect(lambda _m: self.refresh())
+        sc = QShortcut(QKeySequence("Ctrl+E"), window)
+        sc.setContext(Qt.ShortcutContext.WindowShortcut)
+        sc.activated.connect(lambda: self.export_current())
+        self.export_shortcut = sc
+        if window.store is None:
+            p.setEnabled(False)
+            p.search.setPlaceholderText("History is not available")
+
+    @property
+    def store(self):
+        return self.win.store
+
+    def refresh(self) -> None:
+        self.panel.current_id = self.flow.conversation.id
+        self.panel.refresh()
+
+    def _error(self, text: str) -> None:
+        self.win.bar.show_message(text, "error")
+
+    # -- switching ------------------------------------------------------------
+    def open(self, conv_id: int) -> bool:
+        if self.store is None:
+            return False
+        if conv_id == self.flow.conversation.id and not self.flow.busy:
+            self._find_query()
+            return True
+        try:
+            stored = self.store.get_conversation(conv_id)
+        except StoreError as e:
+            self._error(f"Could not open the conversation: {one_line(e)}")
+            self.refresh()
+            return False
+        conv = Conversation.from_store(stored)
+        self.flow.new_chat(conv)  # stops a running reply first, keeping its text
+        self.win.system_prompt.setText(conv.system_prompt)
+        self.win._update_actions()
+        self.refresh()
+        self._find_query()
+        return True
+
+    def _find_query(self) -> None:
+        """After a search, show the match: select it in the view and scroll there."""
+        q = self.panel.query()
+        if q:
+            view = self.win.view
+            view.moveCursor(view.textCursor().MoveOperation.Start)
+            view.follow = False
+            view.find(q, QTextDocument.FindFlag(0))
+
+    # -- rename / delete --------------------------------------------------------
+    def rename(self, conv_id: int, title: str) -> None:
+        try:
+            self.store.rename_conversation(conv_id, title)
+        except (StoreError, ValueError) as e:
+            self._error(f"Could not rename: {one_line(e)}")
+        else:
+            if self.flow.conversation.id == conv_id:
+                self.flow.conversation.title = " ".join(title.split())
+        self.refresh()
+
+    def delete(self, conv_id: int) -> None:
+        item = self.panel.item_for(conv_id)
+        title = item.text() if item is not None else str(conv_id)
+        if self.flow.conversation.id == conv_id:
+            self.win.new_chat()  # stops a reply first; its text is saved before the delete
+        try:
+            self.store.delete_conversation(conv_id)
+        except StoreError as e:
+            self._error(f"Could not delete: {one_line(e)}")
+        else:
+            self.win.bar.show_message(f"Deleted '{title}'", "info", action="Undo",
+                                      key=f"{UNDO_PREFIX}{conv_id}")
+        self.refresh()
+
+    def _on_bar_action(self, key: str) -> None:
+        if key.startswith(UNDO_PREFIX):
+            self.undo_delete(int(key[len(UNDO_PREFIX):]))
+
+    def undo_delete(self, conv_id: int) -> None:
+        try:
+            self.store.restore_conversation(conv_id)
+        except StoreError as e:
+            self._error(f"Could not undo the delete: {one_line(e)}")
+            return
+        self.refresh()
+
+    # -- export / import ----------------------------------------------------------
+    def export_current(self, path: str | None = None) -> Path | None:
+        """Ctrl+E: the conversation as saved (a reply in progress as far as it got)."""
+        conv_id = self.flow.conversation.id
+        if self.store is None or conv_id is None:
+            self.win.bar.show_message("Nothing to export yet: this conversation has no saved "
+                                      "messages.", "info")
+            return None
+        if path is None:
+            name = re.sub(r"[^\w\- ]+", "", self.flow.conversation.title).strip()[:40] or "conversation"
+            path, chosen = QFileDialog.getSaveFileName(
+                self.win, "Export conversation", str(Path.home() / f"{name}.md"),
+                ";;".join(EXPORT_FILTERS))
+            if not path:
+                return None
+            if exporter.format_for(path) is None:  # no usable extension: take the picked filter's
+                path += "." + EXPORT_FILTERS.get(chosen, "md")
+        try:
+            written = exporter.export(self.store.get_conversation(conv_id), path)
+        except (StoreError, ValueError, OSError) as e:
+            self._error(f"Export failed: {one_line(e)}")
+            return None
+        self.win.statusBar().showMessage(f"Exported to {written}", 4000)
+        return written
+
+    def import_file(self, path: str | None = None) -> int | None:
+        """A JSON transcript becomes a new conversation, opened; a bad file writes nothing."""
+        if self.store is None:
+            self._error("Cannot import: the history database is not available.")
+            return None
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self.win, "Import conversation", str(Path.home()),
+                                                  IMPORT_FILTER)
+            if not path:
+                return None
+        try:
+            conv_id = self.store.import_conversation(transcript.load(path))
+        except (StoreError, ValueError, OSError) as e:
+            self._error(f"Import failed: {one_line(e)}")
+            return None
+        self.panel.search.clear()
+        self.open(conv_id)
+        self.win.statusBar().showMessage(f"Imported {Path(path).name}", 4000)
+        return conv_id
