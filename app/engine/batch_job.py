@@ -50,7 +50,9 @@ class BatchJob:
         outer = on_event
 
         def sink(ev: BatchEvent) -> None:
-            if isinstance(ev, RequestDone) and ev.result.stats.stop_reason != "cancelled":
+            # Online (chat) requests served during the batch are not batch results.
+            if (isinstance(ev, RequestDone) and ev.result.stats.stop_reason != "cancelled"
+                    and not ev.result.stats.online):
                 writer.write(ev.result)  # journal first: a kill right after loses nothing
             if outer is not None:
                 outer(ev)
@@ -68,6 +70,7 @@ class BatchJob:
             engine.on_event = outer
             writer.close()
         summary.wall_s = time.perf_counter() - t0
+        results = [r for r in results if not r.stats.online]
         summary.results = results
         for r in results:
             if r.stats.stop_reason == "cancelled":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,6 +140,9 @@ class EngineBridge(QObject):
         self._request_load.connect(self.worker.load)
         self._request_generate.connect(self.worker.generate)
         self.current: Job | None = None
+        # Set by the Batch panel: while a batch runs it answers chat turns in its
+        # online slot (returns True) instead of this thread's competing context.
+        self.router: Callable[[Job], bool] | None = None
         self.thread.start()
 
     def load(self, path: str | None, options: LoadOptions) -> None:
@@ -147,7 +151,8 @@ class EngineBridge(QObject):
 
     def submit(self, job: Job) -> Job:
         self.current = job
-        self._request_generate.emit(job)
+        if self.router is None or not self.router(job):
+            self._request_generate.emit(job)
         return job
 
     def stop(self) -> None:

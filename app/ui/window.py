@@ -70,6 +70,9 @@ class MainWindow(QMainWindow):
         self.regen_button.setToolTip("Ask the last question again")
         self.edit_button = QPushButton("Edit last")
         self.edit_button.setToolTip("Put the last question back in the box to edit and resend")
+        self.batch_button = QPushButton("Batch…")
+        self.batch_button.setToolTip("Decode a file of prompts together (Ctrl+B)")
+        self.batch_panel = None  # created on first use (app/ui/batch_panel.py)
         self.flow = ChatFlow(self.bridge, self.view, self.composer, self.gauges, self.bar,
                              settings=lambda: self.config.generation(),
                              streaming=lambda: self.config.streaming, parent=self)
@@ -94,6 +97,7 @@ class MainWindow(QMainWindow):
         for b in (self.new_button, self.regen_button, self.edit_button):
             actions.addWidget(b)
         actions.addStretch(1)
+        actions.addWidget(self.batch_button)
         chat = QWidget()
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
@@ -130,13 +134,15 @@ class MainWindow(QMainWindow):
         self.new_button.clicked.connect(self.new_chat)
         self.regen_button.clicked.connect(self.flow.regenerate)
         self.edit_button.clicked.connect(self.flow.edit_last)
+        self.batch_button.clicked.connect(self.open_batch)
         self.flow.busy_changed.connect(lambda _b: self._update_actions())
         self.flow.reply_finished.connect(lambda _m: self._update_actions())
         self.bar.action_triggered.connect(self._on_bar_action)
         self.view.copied.connect(lambda _c: self.statusBar().showMessage("Code copied", 2000))
         for keys, slot in (("Ctrl+N", self.new_chat), ("Esc", self.flow.stop),
                            ("Ctrl+Shift+S", self.toggle_streaming),
-                           ("Ctrl+L", self.focus_composer), ("Ctrl+,", self.open_settings)):
+                           ("Ctrl+L", self.focus_composer), ("Ctrl+,", self.open_settings),
+                           ("Ctrl+B", self.open_batch)):
             sc = QShortcut(QKeySequence(keys), self)
             sc.setContext(Qt.ShortcutContext.WindowShortcut)
             sc.activated.connect(slot)
@@ -163,6 +169,8 @@ class MainWindow(QMainWindow):
     def load_model(self, path: str | None) -> None:
         if self.flow.busy:
             self.flow.stop()
+        if self.batch_panel is not None:
+            self.batch_panel.shutdown()  # its context lives on the weights about to be freed
         self.model_path = path
         self.flow.model_ready = False
         self.model_bar.set_loading(Path(path).name if path else "the default model")
@@ -253,6 +261,15 @@ class MainWindow(QMainWindow):
         self.regen_button.setEnabled(not busy and conv.can_regenerate())
         self.edit_button.setEnabled(not busy and conv.last_user_index() is not None)
 
+    def open_batch(self):
+        from app.ui.batch_panel import for_window
+
+        if self.batch_panel is None:
+            self.batch_panel = for_window(self)
+        self.batch_panel.show()
+        self.batch_panel.raise_()
+        return self.batch_panel
+
     # -- closing --------------------------------------------------------------
     def shutdown(self) -> bool:
         """Stop any reply, end the engine thread, free the model (idempotent)."""
@@ -260,6 +277,8 @@ class MainWindow(QMainWindow):
             return True
         self._closing = True
         self.flow.shutdown()
+        if self.batch_panel is not None:
+            self.batch_panel.shutdown()  # before the bridge frees the weights it decodes on
         ok = self.bridge.shutdown(2.0)
         self._save()
         if self.store is not None:

@@ -1,0 +1,319 @@
+"""The Batch window: a file (or pasted prompts) decoded together while the chat stays usable.
+
+A separate top-level window rather than a tab, so the user can watch a long
+batch beside the conversation. Engine events are only recorded when they
+arrive; a 100 ms timer paints the latest progress and appends the finished
+rows in one go, so a burst of results costs one repaint.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.engine.batch import DEFAULT_SLOTS
+from app.engine.batch_types import BatchProgress, RequestDone
+from app.engine.sampling import GenerationSettings
+from app.paths import data_dir
+from app.ui.batch_results import ResultDialog, ResultsTable
+from app.ui.batch_thread import BatchRunner, BatchSpec
+from app.ui.message_bar import MessageBar
+
+REFRESH_MS = 100
+
+
+def fmt_eta(s: float | None) -> str:
+    if s is None:
+        return "--:--"
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+class BatchPanel(QWidget):
+    batch_started = Signal()
+    batch_finished = Signal(object)  # JobSummary, or None when it failed
+    progress_shown = Signal(object)  # the BatchProgress just painted (tests, gauges)
+
+    def __init__(self, model_source: Callable[[], tuple[object, str] | None],
+                 settings: Callable[[], GenerationSettings], parent=None):
+        super().__init__(parent, Qt.WindowType.Window)
+        self.setWindowTitle("LlamaDesk — Batch")
+        self.model_source, self.settings_source = model_source, settings
+        self.runner = BatchRunner(self)
+        self.progress: BatchProgress | None = None
+        self._pending: list = []
+        self._offset = 0  # lines written before this run (resume) or rejected up front
+        self._build()
+        self._timer = QTimer(self)
+        self._timer.setInterval(REFRESH_MS)
+        self._timer.timeout.connect(self._refresh)
+        self._set_running(False)
+        self.resize(900, 640)
+
+    def _build(self) -> None:
+        self.bar = MessageBar()
+        self.input_edit = QLineEdit()
+        self.input_edit.setPlaceholderText(
+            "requests.jsonl (OpenAI Batch format) or a text file, one prompt per line")
+        self.paste = QPlainTextEdit()
+        self.paste.setPlaceholderText("…or paste prompts here, one per line (used when no input file is set)")
+        self.paste.setMaximumHeight(110)
+        self.output_edit = QLineEdit()
+        self.output_edit.setPlaceholderText("results .jsonl (appended; re-running skips finished custom_ids)")
+        in_btn, out_btn = QPushButton("Choose…"), QPushButton("Choose…")
+        in_btn.clicked.connect(self._choose_input)
+        out_btn.clicked.connect(self._choose_output)
+        self.slots = QSpinBox()
+        self.slots.setRange(1, 256)
+        self.slots.setValue(DEFAULT_SLOTS)
+        self.slots.setToolTip("Sequences decoded together (one more is kept for chat messages)")
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 32768)
+        self.max_tokens.setValue(self.settings_source().max_tokens)
+        self.start_button = QPushButton("Start")
+        self.pause_button = QPushButton("Pause")
+        self.cancel_button = QPushButton("Cancel")
+        self.start_button.clicked.connect(self.start)
+        self.pause_button.clicked.connect(self.toggle_pause)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.done_bar = QProgressBar()
+        self.done_bar.setFormat("%v / %m requests")
+        self.slot_bar = QProgressBar()
+        self.slot_bar.setFormat("slots busy %v / %m")
+        self.rate_label = QLabel("–")
+        self.table = ResultsTable()
+        self.table.result_opened.connect(self.open_result)
+        self.save_button = QPushButton("Save results as…")
+        self.copy_button = QPushButton("Copy results")
+        self.save_button.clicked.connect(self._save_as)
+        self.copy_button.clicked.connect(self.copy_results)
+
+        grid = QGridLayout()
+        grid.addWidget(QLabel("Input"), 0, 0)
+        grid.addWidget(self.input_edit, 0, 1)
+        grid.addWidget(in_btn, 0, 2)
+        grid.addWidget(self.paste, 1, 1, 1, 2)
+        grid.addWidget(QLabel("Output"), 2, 0)
+        grid.addWidget(self.output_edit, 2, 1)
+        grid.addWidget(out_btn, 2, 2)
+        controls = QHBoxLayout()
+        for label, w in (("Parallel slots", self.slots), ("Max tokens", self.max_tokens)):
+            controls.addWidget(QLabel(label))
+            controls.addWidget(w)
+        controls.addStretch(1)
+        for b in (self.start_button, self.pause_button, self.cancel_button):
+            controls.addWidget(b)
+        meters = QGridLayout()
+        meters.addWidget(QLabel("Progress"), 0, 0)
+        meters.addWidget(self.done_bar, 0, 1)
+        meters.addWidget(QLabel("Occupancy"), 1, 0)
+        meters.addWidget(self.slot_bar, 1, 1)
+        meters.addWidget(self.rate_label, 2, 1)
+        export = QHBoxLayout()
+        export.addStretch(1)
+        export.addWidget(self.copy_button)
+        export.addWidget(self.save_button)
+        col = QVBoxLayout(self)
+        col.addWidget(self.bar)
+        col.addLayout(grid)
+        col.addLayout(controls)
+        col.addLayout(meters)
+        col.addWidget(self.table, 1)
+        col.addLayout(export)
+
+    # -- state ----------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.runner.running
+
+    def _set_running(self, on: bool) -> None:
+        self.start_button.setEnabled(not on)
+        self.pause_button.setEnabled(on)
+        self.cancel_button.setEnabled(on)
+        self.pause_button.setText("Pause")
+        for w in (self.input_edit, self.paste, self.output_edit, self.slots, self.max_tokens):
+            w.setEnabled(not on)
+        has_output = bool(self.output_edit.text()) and Path(self.output_edit.text()).exists()
+        self.save_button.setEnabled(has_output)
+        self.copy_button.setEnabled(has_output)
+
+    # -- actions --------------------------------------------------------------
+    def start(self) -> bool:
+        if self.running:
+            return False
+        got = self.model_source()
+        if got is None:
+            self.bar.show_message("No model is loaded yet: wait for the chat's model to load.", "warning")
+            return False
+        model, name = got
+        try:
+            src = self._input_path()
+        except (OSError, ValueError) as e:
+            self.bar.show_message(str(e), "error")
+            return False
+        if not self.output_edit.text().strip():
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            self.output_edit.setText(str(data_dir() / "batches" / f"batch-{stamp}.jsonl"))
+        out = Path(self.output_edit.text().strip())
+        defaults = self.settings_source()
+        defaults.max_tokens = self.max_tokens.value()
+        self.bar.hide()
+        self.table.clear_results()
+        self.progress, self._pending = None, []
+        self.done_bar.setRange(0, 1)
+        self.done_bar.setValue(0)
+        self.slot_bar.setRange(0, self.slots.value())
+        self.slot_bar.setValue(0)
+        self.rate_label.setText("starting…")
+        w = self.runner.start(BatchSpec(str(src), str(out), self.slots.value(), defaults, model, name))
+        w.event.connect(self._on_event)
+        w.started.connect(self._on_started)
+        w.finished.connect(self._on_finished)
+        w.failed.connect(self._on_failed)
+        self._set_running(True)
+        self._timer.start()
+        self.batch_started.emit()
+        return True
+
+    def _input_path(self) -> Path:
+        typed = self.input_edit.text().strip()
+        if typed:
+            return Path(typed)
+        text = self.paste.toPlainText()
+        if not text.strip():
+            raise ValueError("Choose an input file or paste prompts (one per line).")
+        d = data_dir() / "batches"
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / f"pasted-{time.strftime('%Y%m%d-%H%M%S')}.txt"
+        p.write_text(text, encoding="utf-8")
+        return p
+
+    def toggle_pause(self) -> None:
+        paused = self.pause_button.text() == "Resume"
+        (self.runner.resume if paused else self.runner.pause)()
+        self.pause_button.setText("Pause" if paused else "Resume")
+
+    def cancel(self) -> bool:
+        """Stop now and join the thread; finished results are already in the output file."""
+        ok = self.runner.join(2.0)
+        self._end()
+        return ok and self.runner.thread is None
+
+    def shutdown(self) -> bool:
+        return self.cancel() if self.runner.thread is not None else True
+
+    def closeEvent(self, ev) -> None:
+        self.shutdown()
+        super().closeEvent(ev)
+
+    # -- events (GUI thread, queued) -------------------------------------------
+    def _on_started(self, todo: int, skipped: int) -> None:
+        if skipped:
+            self.bar.show_message(f"Resuming: {skipped} requests are already in the output.", "info")
+
+    def _on_event(self, ev) -> None:
+        if isinstance(ev, BatchProgress):
+            self.progress = ev
+        elif isinstance(ev, RequestDone) and ev.result.stats.stop_reason != "cancelled":
+            self._pending.append(ev.result)
+
+    def _refresh(self) -> None:
+        self.table.add_results(self._pending)
+        self._pending = []
+        p = self.progress
+        if p is None:
+            return
+        self.done_bar.setRange(0, max(1, p.total))
+        self.done_bar.setValue(p.done)
+        self.slot_bar.setRange(0, p.n_slots)
+        self.slot_bar.setValue(p.busy_slots)
+        rate = f"{p.tok_s:.0f} tok/s" if p.tok_s else "– tok/s"
+        avg = f" (avg {p.avg_tok_s:.0f})" if p.avg_tok_s else ""
+        state = " · paused" if p.paused else ""
+        chat = f" · chat {p.online_busy}" if p.online_busy else ""
+        self.rate_label.setText(f"{rate}{avg} · ETA {fmt_eta(p.eta_s)} · {p.queued} queued · "
+                                f"{p.failed} failed · {p.generated} tokens{chat}{state}")
+        self.progress_shown.emit(p)
+
+    def _on_finished(self, summary) -> None:
+        self._end()
+        msg = (f"Done: {summary.ok} ok, {summary.errors} errors"
+               + (f", {summary.skipped} already done" if summary.skipped else "")
+               + (f" · {summary.tok_s:.0f} tok/s" if summary.tok_s else "")
+               + f" · {summary.wall_s:.1f} s")
+        self.rate_label.setText(msg)
+        self.batch_finished.emit(summary)
+
+    def _on_failed(self, message: str) -> None:
+        self._end()
+        self.bar.show_message(f"Batch: {message}", "error")
+        self.batch_finished.emit(None)
+
+    def _end(self) -> None:
+        self._timer.stop()
+        self.runner.join()  # the worker is done (or told to stop): this returns at once
+        self._refresh()
+        self._set_running(self.running)
+
+    # -- results --------------------------------------------------------------
+    def open_result(self, res) -> ResultDialog:
+        dlg = ResultDialog(res, self)
+        dlg.show()
+        return dlg
+
+    def copy_results(self) -> None:
+        text = Path(self.output_edit.text()).read_text(encoding="utf-8")
+        QApplication.clipboard().setText(text)
+
+    def _save_as(self) -> None:
+        dest, _ = QFileDialog.getSaveFileName(self, "Save results as", "results.jsonl", "JSONL (*.jsonl)")
+        if dest:
+            self.save_results(dest)
+
+    def save_results(self, dest: str) -> None:
+        try:
+            shutil.copyfile(self.output_edit.text(), dest)
+        except OSError as e:
+            self.bar.show_message(f"Could not save the results: {e}", "error")
+
+    def _choose_input(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Batch input", "",
+                                              "Requests (*.jsonl *.json *.txt);;All (*)")
+        if path:
+            self.input_edit.setText(path)
+
+    def _choose_output(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Batch output", "results.jsonl", "JSONL (*.jsonl)")
+        if path:
+            self.output_edit.setText(path)
+
+
+def for_window(win) -> BatchPanel:
+    """The panel wired to a MainWindow: its loaded weights, its settings, chat routing."""
+    def model_source():
+        eng = win.bridge.worker.engine
+        if eng is None or not win.flow.model_ready:
+            return None
+        return eng.model, eng.model.header.name or eng.model.report.model_path
+
+    panel = BatchPanel(model_source, lambda: win.config.generation(), parent=win)
+    win.bridge.router = lambda job: panel.runner.route(job, win.bridge.worker)
+    return panel

@@ -1,0 +1,125 @@
+"""The Batch panel on the real default model: results, live meters, pause, cancel, close."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from app.ui.batch_results import ResultDialog
+from tests.ui.conftest import ask, small_config
+
+PROMPTS = "\n".join(f"Count from 1 to {n}." for n in range(1, 7))
+
+
+def _panel(win, tmp_path, slots=3, max_tokens=12, prompts=PROMPTS):
+    panel = win.open_batch()
+    panel.paste.setPlainText(prompts)
+    panel.output_edit.setText(str(tmp_path / "out.jsonl"))
+    panel.slots.setValue(slots)
+    panel.max_tokens.setValue(max_tokens)
+    return panel
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(s) for s in path.read_text().splitlines() if s.strip()]
+
+
+def test_pasted_prompts_fill_the_table_and_the_output(qtbot, make_window, tmp_path):
+    win = make_window(small_config())
+    panel = _panel(win, tmp_path)
+    seen = []
+    panel.progress_shown.connect(lambda p: seen.append((p.done, p.busy_slots, time.perf_counter())))
+    with qtbot.waitSignal(panel.batch_finished, timeout=120_000) as blocker:
+        assert panel.start()
+    summary = blocker.args[0]
+    assert summary is not None and summary.ok == 6
+    assert panel.table.rowCount() == 6
+    ids = {panel.table.item(r, 0).text() for r in range(6)}
+    assert ids == {f"line-{i}" for i in range(1, 7)}
+    assert all(panel.table.item(r, 1).text() == "ok" for r in range(6))
+    out = _lines(tmp_path / "out.jsonl")
+    assert len(out) == 6 and {o["custom_id"] for o in out} == ids
+    # live, not only at the end: several repaints with different values while it ran
+    assert len(seen) >= 3
+    assert len({d for d, _, _ in seen}) >= 3, seen
+    assert any(b > 0 for _, b, _ in seen) and seen[-1][1] == 0 or panel.slot_bar.value() == 0
+    assert panel.done_bar.value() == 6
+    dlg = panel.open_result(panel.table.results[0])
+    assert isinstance(dlg, ResultDialog) and dlg.text.toPlainText() == panel.table.results[0].text
+    assert "tokens:" in dlg.stats_label.text()
+    dlg.close()
+    panel.save_results(str(tmp_path / "copy.jsonl"))
+    assert (tmp_path / "copy.jsonl").read_text() == (tmp_path / "out.jsonl").read_text()
+    assert not panel.runner.running
+
+
+def test_pause_stops_progress_and_resume_continues(qtbot, make_window, tmp_path):
+    win = make_window(small_config())
+    panel = _panel(win, tmp_path, slots=2, max_tokens=48)
+    panel.start()
+    qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.generated > 0, timeout=60_000)
+    panel.toggle_pause()
+    assert panel.pause_button.text() == "Resume"
+    qtbot.waitUntil(lambda: panel.progress.paused, timeout=10_000)
+    frozen = panel.progress.generated
+    qtbot.wait(800)
+    assert panel.progress.generated == frozen and panel.progress.paused
+    assert panel.runner.running
+    with qtbot.waitSignal(panel.batch_finished, timeout=120_000) as blocker:
+        panel.toggle_pause()
+    assert blocker.args[0].ok == 6 and panel.progress.generated > frozen
+    assert len(_lines(tmp_path / "out.jsonl")) == 6
+
+
+def test_cancel_stops_and_joins_the_thread(qtbot, make_window, tmp_path):
+    win = make_window(small_config())
+    panel = _panel(win, tmp_path, slots=2, max_tokens=200)
+    panel.start()
+    qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.generated > 0, timeout=60_000)
+    t = time.perf_counter()
+    assert panel.cancel()
+    assert time.perf_counter() - t < 2.0
+    assert panel.runner.thread is None and panel.start_button.isEnabled()
+    assert len(_lines(tmp_path / "out.jsonl")) < 6 if (tmp_path / "out.jsonl").exists() else True
+
+
+def test_bad_input_file_is_a_one_line_error(qtbot, make_window, tmp_path):
+    win = make_window(small_config())
+    panel = _panel(win, tmp_path)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    panel.input_edit.setText(str(empty))
+    with qtbot.waitSignal(panel.batch_finished, timeout=30_000) as blocker:
+        panel.start()
+    assert blocker.args[0] is None
+    assert panel.bar.isVisible() and "empty" in panel.bar.text() and "\n" not in panel.bar.text()
+    assert panel.start_button.isEnabled() and panel.runner.thread is None
+
+
+def test_chat_during_a_batch_uses_the_online_slot(qtbot, make_window, tmp_path):
+    win = make_window(small_config(n_ctx=2048, max_tokens=8))
+    panel = _panel(win, tmp_path, slots=2, max_tokens=64)
+    panel.start()
+    qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.busy_slots > 0, timeout=60_000)
+    slot_ctx = panel.runner.worker.engine.slot_ctx
+    msg = ask(qtbot, win, "Say hi.")
+    # served by the batch engine's online slot (its context), not the chat's 2048-token one
+    assert msg.content and msg.stats.n_ctx == slot_ctx != 2048
+    assert 0 < msg.stats.decode_tokens <= 8 and msg.stats.ttft_s is not None
+    assert panel.runner.running
+    panel.cancel()
+    out = _lines(tmp_path / "out.jsonl") if (tmp_path / "out.jsonl").exists() else []
+    assert all(o["custom_id"].startswith("line-") for o in out)  # the chat turn is not a batch result
+    after = ask(qtbot, win, "Say hi.")  # no batch: the chat's own context again
+    assert after.stats.n_ctx == 2048
+
+
+def test_closing_the_window_during_a_batch_exits_promptly(qtbot, make_window, tmp_path):
+    win = make_window(small_config())
+    panel = _panel(win, tmp_path, slots=3, max_tokens=400)
+    panel.start()
+    qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.generated > 0, timeout=60_000)
+    t = time.perf_counter()
+    win.close()
+    assert time.perf_counter() - t < 3.0
+    assert panel.runner.thread is None and win.bridge.thread.isFinished()
