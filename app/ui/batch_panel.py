@@ -33,18 +33,11 @@ from app.engine.batch import DEFAULT_SLOTS
 from app.engine.batch_types import BatchProgress, RequestDone
 from app.engine.sampling import GenerationSettings
 from app.paths import data_dir
-from app.ui.batch_results import ResultDialog, ResultsTable
+from app.ui.batch_results import ResultDialog, ResultsTable, progress_line, summary_line
 from app.ui.batch_thread import BatchRunner, BatchSpec
 from app.ui.message_bar import MessageBar
 
 REFRESH_MS = 100
-
-
-def fmt_eta(s: float | None) -> str:
-    if s is None:
-        return "--:--"
-    s = int(s)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
 class BatchPanel(QWidget):
@@ -60,7 +53,6 @@ class BatchPanel(QWidget):
         self.runner = BatchRunner(self)
         self.progress: BatchProgress | None = None
         self._pending: list = []
-        self._offset = 0  # lines written before this run (resume) or rejected up front
         self._build()
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
@@ -107,26 +99,21 @@ class BatchPanel(QWidget):
         self.copy_button.clicked.connect(self.copy_results)
 
         grid = QGridLayout()
-        grid.addWidget(QLabel("Input"), 0, 0)
-        grid.addWidget(self.input_edit, 0, 1)
-        grid.addWidget(in_btn, 0, 2)
-        grid.addWidget(self.paste, 1, 1, 1, 2)
-        grid.addWidget(QLabel("Output"), 2, 0)
-        grid.addWidget(self.output_edit, 2, 1)
-        grid.addWidget(out_btn, 2, 2)
+        for row, (label, w, btn) in enumerate((("Input", self.input_edit, in_btn), ("", self.paste, None),
+                                                ("Output", self.output_edit, out_btn))):
+            grid.addWidget(QLabel(label), row, 0)
+            grid.addWidget(w, row, 1, 1, 1 if btn else 2)
+            if btn:
+                grid.addWidget(btn, row, 2)
         controls = QHBoxLayout()
-        for label, w in (("Parallel slots", self.slots), ("Max tokens", self.max_tokens)):
-            controls.addWidget(QLabel(label))
-            controls.addWidget(w)
-        controls.addStretch(1)
-        for b in (self.start_button, self.pause_button, self.cancel_button):
-            controls.addWidget(b)
+        for w in (QLabel("Parallel slots"), self.slots, QLabel("Max tokens"), self.max_tokens, None,
+                  self.start_button, self.pause_button, self.cancel_button):
+            controls.addWidget(w) if w is not None else controls.addStretch(1)
         meters = QGridLayout()
-        meters.addWidget(QLabel("Progress"), 0, 0)
-        meters.addWidget(self.done_bar, 0, 1)
-        meters.addWidget(QLabel("Occupancy"), 1, 0)
-        meters.addWidget(self.slot_bar, 1, 1)
-        meters.addWidget(self.rate_label, 2, 1)
+        for row, (label, w) in enumerate((("Progress", self.done_bar), ("Occupancy", self.slot_bar),
+                                          ("", self.rate_label))):
+            meters.addWidget(QLabel(label), row, 0)
+            meters.addWidget(w, row, 1)
         export = QHBoxLayout()
         export.addStretch(1)
         export.addWidget(self.copy_button)
@@ -140,10 +127,6 @@ class BatchPanel(QWidget):
         col.addLayout(export)
 
     # -- state ----------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self.runner.running
-
     def _set_running(self, on: bool) -> None:
         self.start_button.setEnabled(not on)
         self.pause_button.setEnabled(on)
@@ -157,7 +140,7 @@ class BatchPanel(QWidget):
 
     # -- actions --------------------------------------------------------------
     def start(self) -> bool:
-        if self.running:
+        if self.runner.running:
             return False
         got = self.model_source()
         if got is None:
@@ -183,15 +166,18 @@ class BatchPanel(QWidget):
         self.slot_bar.setRange(0, self.slots.value())
         self.slot_bar.setValue(0)
         self.rate_label.setText("starting…")
-        w = self.runner.start(BatchSpec(str(src), str(out), self.slots.value(), defaults, model, name))
-        w.event.connect(self._on_event)
-        w.started.connect(self._on_started)
-        w.finished.connect(self._on_finished)
-        w.failed.connect(self._on_failed)
+        self.runner.start(BatchSpec(str(src), str(out), self.slots.value(), defaults, model, name),
+                          self._connect)
         self._set_running(True)
         self._timer.start()
         self.batch_started.emit()
         return True
+
+    def _connect(self, w) -> None:
+        w.event.connect(self._on_event)
+        w.started.connect(self._on_started)
+        w.finished.connect(self._on_finished)
+        w.failed.connect(self._on_failed)
 
     def _input_path(self) -> Path:
         typed = self.input_edit.text().strip()
@@ -218,7 +204,7 @@ class BatchPanel(QWidget):
         return ok and self.runner.thread is None
 
     def shutdown(self) -> bool:
-        return self.cancel() if self.runner.thread is not None else True
+        return self.runner.thread is None or self.cancel()
 
     def closeEvent(self, ev) -> None:
         self.shutdown()
@@ -245,21 +231,12 @@ class BatchPanel(QWidget):
         self.done_bar.setValue(p.done)
         self.slot_bar.setRange(0, p.n_slots)
         self.slot_bar.setValue(p.busy_slots)
-        rate = f"{p.tok_s:.0f} tok/s" if p.tok_s else "– tok/s"
-        avg = f" (avg {p.avg_tok_s:.0f})" if p.avg_tok_s else ""
-        state = " · paused" if p.paused else ""
-        chat = f" · chat {p.online_busy}" if p.online_busy else ""
-        self.rate_label.setText(f"{rate}{avg} · ETA {fmt_eta(p.eta_s)} · {p.queued} queued · "
-                                f"{p.failed} failed · {p.generated} tokens{chat}{state}")
+        self.rate_label.setText(progress_line(p))
         self.progress_shown.emit(p)
 
     def _on_finished(self, summary) -> None:
         self._end()
-        msg = (f"Done: {summary.ok} ok, {summary.errors} errors"
-               + (f", {summary.skipped} already done" if summary.skipped else "")
-               + (f" · {summary.tok_s:.0f} tok/s" if summary.tok_s else "")
-               + f" · {summary.wall_s:.1f} s")
-        self.rate_label.setText(msg)
+        self.rate_label.setText(summary_line(summary))
         self.batch_finished.emit(summary)
 
     def _on_failed(self, message: str) -> None:
@@ -271,7 +248,7 @@ class BatchPanel(QWidget):
         self._timer.stop()
         self.runner.join()  # the worker is done (or told to stop): this returns at once
         self._refresh()
-        self._set_running(self.running)
+        self._set_running(self.runner.running)
 
     # -- results --------------------------------------------------------------
     def open_result(self, res) -> ResultDialog:
@@ -295,15 +272,15 @@ class BatchPanel(QWidget):
             self.bar.show_message(f"Could not save the results: {e}", "error")
 
     def _choose_input(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Batch input", "",
-                                              "Requests (*.jsonl *.json *.txt);;All (*)")
-        if path:
-            self.input_edit.setText(path)
+        self._choose(self.input_edit, QFileDialog.getOpenFileName, "Requests (*.jsonl *.json *.txt);;All (*)")
 
     def _choose_output(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Batch output", "results.jsonl", "JSONL (*.jsonl)")
+        self._choose(self.output_edit, QFileDialog.getSaveFileName, "JSONL (*.jsonl)")
+
+    def _choose(self, edit: QLineEdit, ask, filters: str) -> None:
+        path, _ = ask(self, "Batch file", edit.text(), filters)
         if path:
-            self.output_edit.setText(path)
+            edit.setText(path)
 
 
 def for_window(win) -> BatchPanel:

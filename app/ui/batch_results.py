@@ -32,6 +32,28 @@ def status_of(res: BatchResult) -> str:
     return "ok" if st.stop_reason in ("stop", "length") and res.ok else st.stop_reason
 
 
+def fmt_eta(s: float | None) -> str:
+    if s is None:
+        return "--:--"
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def progress_line(p) -> str:
+    """Throughput now and on average: the recent rate shows a pause or a chat turn at once."""
+    rate = f"{p.tok_s:.0f} tok/s" if p.tok_s else "– tok/s"
+    avg = f" (avg {p.avg_tok_s:.0f})" if p.avg_tok_s else ""
+    chat = f" · chat {p.online_busy}" if p.online_busy else ""
+    return (f"{rate}{avg} · ETA {fmt_eta(p.eta_s)} · {p.queued} queued · {p.failed} failed · "
+            f"{p.generated} tokens{chat}" + (" · paused" if p.paused else ""))
+
+
+def summary_line(sm) -> str:
+    return (f"Done: {sm.ok} ok, {sm.errors} errors" + (f", {sm.cancelled} cancelled" if sm.cancelled else "")
+            + (f", {sm.skipped} already done" if sm.skipped else "")
+            + (f" · {sm.tok_s:.0f} tok/s" if sm.tok_s else "") + f" · {sm.wall_s:.1f} s")
+
+
 def _num(v: float | None, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 

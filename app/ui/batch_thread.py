@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
@@ -167,7 +168,8 @@ class BatchRunner(QObject):
     def running(self) -> bool:
         return self.thread is not None and self.thread.isRunning()
 
-    def start(self, spec: BatchSpec) -> BatchWorker:
+    def start(self, spec: BatchSpec, connect: Callable[[BatchWorker], None]) -> BatchWorker:
+        """`connect` wires the worker's signals before it runs, so a fast failure is not missed."""
         self.join()
         self.thread = QThread()
         self.thread.setObjectName("llamadesk-batch")
@@ -177,6 +179,7 @@ class BatchRunner(QObject):
         # Direct: the thread's loop ends as soon as run() returns, not after a GUI round trip.
         self.worker.finished.connect(self.thread.quit, Qt.ConnectionType.DirectConnection)
         self.worker.failed.connect(self.thread.quit, Qt.ConnectionType.DirectConnection)
+        connect(self.worker)
         self.thread.start()
         self._request_run.emit(spec)
         return self.worker

@@ -42,7 +42,9 @@ def test_pasted_prompts_fill_the_table_and_the_output(qtbot, make_window, tmp_pa
     # live, not only at the end: several repaints with different values while it ran
     assert len(seen) >= 3
     assert len({d for d, _, _ in seen}) >= 3, seen
-    assert any(b > 0 for _, b, _ in seen) and seen[-1][1] == 0 or panel.slot_bar.value() == 0
+    busy = [b for _, b, _ in seen]
+    assert max(busy) >= 2 and len(set(busy)) >= 2, busy  # occupancy moved during the run
+    assert panel.slot_bar.maximum() == 3
     assert panel.done_bar.value() == 6
     dlg = panel.open_result(panel.table.results[0])
     assert isinstance(dlg, ResultDialog) and dlg.text.toPlainText() == panel.table.results[0].text
@@ -80,7 +82,11 @@ def test_cancel_stops_and_joins_the_thread(qtbot, make_window, tmp_path):
     assert panel.cancel()
     assert time.perf_counter() - t < 2.0
     assert panel.runner.thread is None and panel.start_button.isEnabled()
-    assert len(_lines(tmp_path / "out.jsonl")) < 6 if (tmp_path / "out.jsonl").exists() else True
+    out = tmp_path / "out.jsonl"
+    written = len(_lines(out)) if out.exists() else 0
+    assert written < 6  # 200-token requests were cut off, not finished
+    qtbot.wait(500)
+    assert (len(_lines(out)) if out.exists() else 0) == written  # nothing runs after cancel
 
 
 def test_bad_input_file_is_a_one_line_error(qtbot, make_window, tmp_path):
