@@ -85,7 +85,7 @@ class HistoryActions(QObject):
         self.flow.new_chat(conv)  # stops a running reply first, keeping its text
         self.win.system_prompt.setText(conv.system_prompt)
         self.win._update_actions()
-        self.refresh()
+        self.panel.mark_current(conv.id)  # not a rebuild: a double-click's second click needs the item
         self._find_query()
         return True
 

@@ -1,0 +1,182 @@
+"""The conversation list in the real window: list, switch, rename, delete+undo, search,
+and replies saved while they are generated (real SQLite under the test's XDG dir)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QLineEdit
+
+from app.chat.store import Store
+from tests.ui.conftest import ask, small_config
+
+
+def seed(question: str, answer: str) -> int:
+    with Store.open() as s:
+        cid = s.create_conversation()
+        s.add_message(cid, "user", question)
+        s.add_message(cid, "assistant", answer)
+        return cid
+
+
+def click(qtbot, panel, conv_id: int) -> None:
+    item = panel.item_for(conv_id)
+    assert item is not None, f"conversation {conv_id} is not in the list"
+    rect = panel.list.visualItemRect(item)
+    qtbot.mouseClick(panel.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+
+
+def test_list_shows_saved_conversations_and_a_new_chat_after_its_first_message(qtbot, make_window):
+    a = seed("Tell me about owls.", "Owls hunt at night.")
+    b = seed("What is a comet?", "A ball of ice.")
+    win = make_window(small_config(max_tokens=8))
+    panel = win.history_panel
+    assert set(panel.ids()) == {a, b}
+    item = panel.item_for(a)
+    assert item.text() == "Tell me about owls."
+    assert "2 messages" in item.data(Qt.ItemDataRole.UserRole + 1)
+    ask(qtbot, win, "Name three colours.")
+    new = win.flow.conversation.id
+    assert panel.ids()[0] == new, "the new chat is listed first, after its first message"
+    assert panel.item_for(new).text() == "Name three colours."
+    assert panel.list.currentItem() is panel.item_for(new)
+
+
+def test_switching_restores_messages_stats_and_out_of_context_markers(qtbot, make_window):
+    win = make_window(small_config(n_ctx=256, max_tokens=16))
+    filler = "Please remember this sentence about lighthouses and the sea. " * 6
+    for _ in range(3):
+        last = ask(qtbot, win, filler)
+    first = win.flow.conversation.id
+    assert any(m.out_of_context for m in win.flow.conversation.messages)
+    win.new_chat()
+    ask(qtbot, win, "Say hi.")
+    assert "lighthouses" not in win.view.toPlainText()
+    click(qtbot, win.history_panel, first)
+    assert win.flow.conversation.id == first
+    msgs = win.flow.conversation.messages
+    assert len(msgs) == 6 and msgs[0].out_of_context and not msgs[-1].out_of_context
+    assert msgs[-1].stats == last.stats
+    text = win.view.toPlainText()
+    assert last.stats.summary() in text and "out of context" in text
+    assert "lighthouses" in text and "Say hi." not in text
+
+
+def test_rename_in_place_persists(qtbot, make_window):
+    cid = seed("Old question", "Old answer")
+    win = make_window(small_config())
+    panel = win.history_panel
+    rect = panel.list.visualItemRect(panel.item_for(cid))
+    click(qtbot, panel, cid)  # a real double-click starts with a click (which opens it)
+    qtbot.mouseDClick(panel.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    editor = QApplication.focusWidget()
+    assert isinstance(editor, QLineEdit), "double-click opens an in-place editor"
+    editor.selectAll()
+    qtbot.keyClicks(editor, "Renamed chat")
+    qtbot.keyClick(editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: panel.item_for(cid).text() == "Renamed chat", timeout=2000)
+    with Store.open() as s:
+        assert s.get_conversation(cid).title == "Renamed chat"
+
+
+def test_delete_then_undo_restores_the_conversation(qtbot, make_window):
+    keep = seed("Keep me", "Kept.")
+    gone = seed("Delete me", "Soon gone.")
+    win = make_window(small_config())
+    panel = win.history_panel
+    click(qtbot, panel, gone)
+    assert win.flow.conversation.id == gone
+    panel.list.setFocus()
+    qtbot.keyClick(panel.list, Qt.Key.Key_Delete)
+    assert panel.ids() == [keep]
+    assert win.flow.conversation.id is None and win.flow.conversation.messages == []
+    assert win.bar.text() == "Deleted 'Delete me'"
+    with Store.open() as s:
+        assert [c.id for c in s.list_conversations()] == [keep]
+    win.bar.action.click()  # Undo
+    assert set(panel.ids()) == {keep, gone}
+    with Store.open() as s:
+        assert s.get_conversation(gone).messages[1].content == "Soon gone."
+
+
+def test_search_finds_a_message_in_another_conversation_and_opens_it(qtbot, make_window):
+    target = seed("Where do penguins live?", "Penguins live in the Southern Hemisphere.")
+    seed("Tell me about owls.", "Owls hunt at night.")
+    win = make_window(small_config())
+    panel = win.history_panel
+    qtbot.keyClicks(panel.search, "hemisphere")
+    assert panel.ids() == [target]
+    assert "Southern Hemisphere" in panel.item_for(target).data(Qt.ItemDataRole.UserRole + 1)
+    click(qtbot, panel, target)
+    assert win.flow.conversation.id == target
+    assert win.view.textCursor().selectedText().lower() == "hemisphere", "the match is selected"
+    panel.search.clear()
+    assert len(panel.ids()) == 2
+
+
+LONG = "Count from 1 to 300 in words, one number per line."
+
+
+def test_a_reply_is_in_the_database_while_it_is_generated(qtbot, make_window):
+    win = make_window(small_config(max_tokens=600))
+    win.composer.set_text(LONG)
+    seen = []
+    with Store.open() as other:  # a second connection, as another process would read it
+        def saved_partial():
+            if not win.flow.busy or win.flow.conversation.id is None:
+                return False
+            msgs = other.get_conversation(win.flow.conversation.id).messages
+            seen.append([(m.state, len(m.content)) for m in msgs if m.role == "assistant"])
+            return any(st == "generating" and n > 0 for st, n in seen[-1])
+        with qtbot.waitSignal(win.flow.reply_finished, timeout=60_000) as blocker:
+            assert win.flow.send()
+            qtbot.waitUntil(saved_partial, timeout=30_000)
+            assert win.flow.busy, "saved before the reply finished"
+            win.flow.stop()
+        final = other.get_conversation(win.flow.conversation.id).messages[-1]
+    assert final.state == "complete" and final.content == blocker.args[0].content
+    assert final.stats == blocker.args[0].stats
+
+
+def test_switching_mid_reply_stops_it_and_keeps_its_text_as_interrupted(qtbot, make_window):
+    other = seed("Tell me about owls.", "Owls hunt at night.")
+    win = make_window(small_config(max_tokens=600))
+    win.composer.set_text(LONG)
+    assert win.flow.send()
+    qtbot.waitUntil(lambda: len("".join(win.flow._parts)) > 20, timeout=30_000)
+    cut = win.flow.conversation.id
+    click(qtbot, win.history_panel, other)
+    assert not win.flow.busy and win.flow.conversation.id == other
+    with Store.open() as s:
+        reply = s.get_conversation(cut).messages[-1]
+    assert reply.state == "interrupted" and len(reply.content) > 20
+    click(qtbot, win.history_panel, cut)
+    assert "interrupted (partial reply)" in win.view.toPlainText()
+    assert reply.content.strip()[:15] in win.view.toPlainText()
+
+
+CRASH = textwrap.dedent("""
+    import os, signal
+    from app.chat.store import Store
+    s = Store.open()
+    c = s.create_conversation()
+    s.add_message(c, "user", "Write a poem about rain.")
+    r = s.begin_reply(c)
+    s.update_reply(r, "Rain on the roof, soft and")
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_a_reply_cut_by_a_killed_process_shows_tagged_interrupted(qtbot, make_window):
+    proc = subprocess.run([sys.executable, "-c", CRASH], capture_output=True, timeout=60)
+    assert proc.returncode == -9
+    win = make_window(small_config())
+    assert win.store.recovered == 1
+    cid = win.history_panel.ids()[0]
+    click(qtbot, win.history_panel, cid)
+    text = win.view.toPlainText()
+    assert "interrupted (partial reply)" in text and "Rain on the roof, soft and" in text
+    assert win.flow.conversation.messages[-1].state == "interrupted"
