@@ -177,5 +177,6 @@ class HistoryActions(QObject):
             return None
         self.panel.search.clear()
         self.open(conv_id)
+        self.refresh()
         self.win.statusBar().showMessage(f"Imported {Path(path).name}", 4000)
         return conv_id
