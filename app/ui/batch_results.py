@@ -66,6 +66,8 @@ class ResultsTable(QTableWidget):
         self.setHorizontalHeaderLabels(COLUMNS)
         self.results: list[BatchResult] = []
         self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.horizontalHeaderItem(3).setToolTip("time to first token, from when the request was queued")
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setAlternatingRowColors(True)

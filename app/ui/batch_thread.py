@@ -60,6 +60,9 @@ class BatchWorker(QObject):
         self.cancelled = False
         self.accepting = False  # chat turns may be routed here
         self.online: dict[str, tuple[object, object]] = {}  # custom_id -> (chat Job, EngineWorker)
+        # The engine's counts include chat turns; the panel subtracts these to show the batch alone.
+        self.online_submitted = 0
+        self.online_finished = 0
 
     @Slot(object)
     def run(self, spec: BatchSpec) -> None:
@@ -119,6 +122,7 @@ class BatchWorker(QObject):
             if not self.accepting or self.engine is None:
                 return False
             self.online[cid] = (job, chat_worker)
+            self.online_submitted += 1
             self.engine.submit_online(req)
         return True
 
@@ -133,6 +137,7 @@ class BatchWorker(QObject):
         if isinstance(ev, Finished):
             with self.lock:
                 self.online.pop(cid, None)
+                self.online_finished += 1
             w.replied.emit(job, Reply(ev.text, ev.stats))
         else:
             w.event.emit(job.id, ev)
@@ -142,6 +147,7 @@ class BatchWorker(QObject):
         with self.lock:
             entry = self.online.pop(ev.result.custom_id, None)
         if entry is not None:
+            self.online_finished += 1
             job, w = entry
             err = ev.result.stats.error or "cancelled"
             w.failed.emit(job, err, "slot holds" in err)

@@ -262,7 +262,7 @@ class MainWindow(QMainWindow):
         self.edit_button.setEnabled(not busy and conv.last_user_index() is not None)
 
     def open_batch(self):
-        from app.ui.batch_panel import for_window
+        from app.ui.batch_window import for_window
 
         if self.batch_panel is None:
             self.batch_panel = for_window(self)

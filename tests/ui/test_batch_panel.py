@@ -87,6 +87,12 @@ def test_cancel_stops_and_joins_the_thread(qtbot, make_window, tmp_path):
     assert written < 6  # 200-token requests were cut off, not finished
     qtbot.wait(500)
     assert (len(_lines(out)) if out.exists() else 0) == written  # nothing runs after cancel
+    # a new run right after a cancel is not stopped by the old run's late signals
+    panel.max_tokens.setValue(8)
+    panel.output_edit.setText(str(tmp_path / "again.jsonl"))
+    with qtbot.waitSignal(panel.batch_finished, timeout=120_000) as blocker:
+        assert panel.start()
+    assert blocker.args[0].ok == 6 and len(_lines(tmp_path / "again.jsonl")) == 6
 
 
 def test_bad_input_file_is_a_one_line_error(qtbot, make_window, tmp_path):
@@ -105,6 +111,7 @@ def test_bad_input_file_is_a_one_line_error(qtbot, make_window, tmp_path):
 def test_chat_during_a_batch_uses_the_online_slot(qtbot, make_window, tmp_path):
     win = make_window(small_config(n_ctx=2048, max_tokens=8))
     panel = _panel(win, tmp_path, slots=2, max_tokens=64)
+    panel.route_chat.setChecked(True)
     panel.start()
     qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.busy_slots > 0, timeout=60_000)
     slot_ctx = panel.runner.worker.engine.slot_ctx
@@ -113,6 +120,7 @@ def test_chat_during_a_batch_uses_the_online_slot(qtbot, make_window, tmp_path):
     assert msg.content and msg.stats.n_ctx == slot_ctx != 2048
     assert 0 < msg.stats.decode_tokens <= 8 and msg.stats.ttft_s is not None
     assert panel.runner.running
+    qtbot.waitUntil(lambda: panel.done_bar.maximum() == 6, timeout=2_000)  # the chat turn is not counted
     panel.cancel()
     out = _lines(tmp_path / "out.jsonl") if (tmp_path / "out.jsonl").exists() else []
     assert all(o["custom_id"].startswith("line-") for o in out)  # the chat turn is not a batch result
