@@ -103,7 +103,7 @@ def test_unreadable_file(tmp_path, model_path):
                 os.setuid(65534)
             from app.cli import main
 
-            rc = main(["ask", "hello", "--model", str(p), "--max-tokens", "2"])
+            rc = main(["ask", "hello", "--model", str(p), "--max-tokens", "2", "--no-save"])
             sys.stderr.flush()
             os._exit(rc)
         except BaseException:
