@@ -1,5 +1,7 @@
 """Regenerate resources/screenshot.png: the real window, mid-reply, gauges live.
 
+The conversation list is filled from a throwaway history database (a temporary
+XDG data dir), so the developer's own history is neither shown nor touched.
 Run under a display (e.g. `Xvfb :99 -screen 0 1600x1000x24 &` then
 `DISPLAY=:99 QT_QPA_PLATFORM=xcb python resources/make_screenshot.py`). Settings are
 not persisted, so a developer's own settings file is never touched.
@@ -8,7 +10,9 @@ The second reply is grabbed mid-stream, so the gauges show a live reply.
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,12 +27,29 @@ FIRST = "How do I make bread at home? Give the steps as a numbered list."
 SECOND = "And how do I make pizza dough? Give the steps as a numbered list."
 
 
+EARLIER = [("Explain the difference between TCP and UDP", "TCP is connection-oriented…"),
+           ("Write a haiku about autumn rain", "Cold rain on the roof…"),
+           ("What is a good name for a grey cat?", "Ash, Smokey or Pebble.")]
+
+
+def seed_history() -> None:
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="llamadesk-shot-")
+    from app.chat.store import Store
+
+    with Store.open() as store:
+        for question, answer in EARLIER:
+            cid = store.create_conversation()
+            store.add_message(cid, "user", question)
+            store.add_message(cid, "assistant", answer)
+
+
 def main() -> int:
+    seed_history()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     # One llama thread: on a small shared machine, oversubscribed cores make decode crawl.
     cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3, n_threads=1)
     model = sys.argv[1] if len(sys.argv) > 1 else None
-    win = MainWindow(model=model, config=cfg, persist=False, history=False)
+    win = MainWindow(model=model, config=cfg, persist=False)
     win.resize(1200, 800)
     win.show()
     state = {"turn": 0}

@@ -53,9 +53,8 @@ class HistoryActions(QObject):
         sc.setContext(Qt.ShortcutContext.WindowShortcut)
         sc.activated.connect(lambda: self.export_current())
         self.export_shortcut = sc
-        if window.store is None:
-            p.setEnabled(False)
-            p.search.setPlaceholderText("History is not available")
+        if window.store is None:  # the message bar already says why; an empty list would only confuse
+            p.hide()
 
     @property
     def store(self):
