@@ -24,7 +24,6 @@ import logging
 import os
 import re
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -45,6 +44,7 @@ from app.chat.records import (
     SearchHit,
     StoredMessage,
 )
+from app.chat.store_files import BadFile, classify, move_aside, pid_alive
 from app.engine.stats import ReplyStats
 
 log = logging.getLogger("llamadesk.store")
@@ -57,9 +57,6 @@ PURGE_AFTER_S = 7 * 24 * 3600  # soft-deleted conversations are kept this long
 STALE_AFTER_S = 60.0
 TITLE_MAX = 60
 
-_CORRUPT_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
-
-
 def default_path() -> Path:
     return paths.data_dir() / DB_NAME
 
@@ -68,18 +65,6 @@ def make_title(text: str) -> str:
     """A conversation's title from its first message: first line, shortened."""
     line = " ".join(text.strip().split("\n", 1)[0].split())
     return line if len(line) <= TITLE_MAX else line[: TITLE_MAX - 1].rstrip() + "…"
-
-
-def _pid_alive(pid: int) -> bool:
-    if sys.platform == "win32":  # os.kill(pid, 0) would terminate it there
-        return True  # rely on the heartbeat alone
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Store:
@@ -107,11 +92,11 @@ class Store:
         moved, why = None, None
         try:
             store = cls._open(path, check)
-        except _BadFile as bad:
-            moved, why = _move_aside(path, bad.reason), bad.reason
+        except BadFile as bad:
+            moved, why = move_aside(path, bad.reason), bad.reason
             try:
                 store = cls._open(path, check)
-            except _BadFile as again:
+            except BadFile as again:
                 raise StoreUnavailableError(
                     path, f"a new history database is unusable too: {again}") from again
         if moved is not None:
@@ -137,7 +122,7 @@ class Store:
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False)
         except sqlite3.Error as e:
-            raise _classify(path, e) from e
+            raise classify(path, e) from e
         try:
             fts = cls._prepare(conn, path, check)
         except BaseException:
@@ -157,7 +142,7 @@ class Store:
             if check:
                 res = conn.execute("PRAGMA quick_check").fetchone()[0]
                 if res != "ok":
-                    raise _BadFile(f"failed its integrity check: {res}")
+                    raise BadFile(f"failed its integrity check: {res}")
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")  # with WAL: durable against process crashes
@@ -179,7 +164,7 @@ class Store:
                 return fts
             return available
         except sqlite3.Error as e:
-            raise _classify(path, e) from e
+            raise classify(path, e) from e
 
     def close(self) -> None:
         with self._lock:
@@ -409,7 +394,7 @@ class Store:
                              (GENERATING,)).fetchall()
         now = time.time()
         dead = [r[0] for r in rows
-                if r[1] is None or not _pid_alive(r[1]) or now - (r[2] or 0) > STALE_AFTER_S]
+                if r[1] is None or not pid_alive(r[1]) or now - (r[2] or 0) > STALE_AFTER_S]
         if not dead:
             return 0
         with self._write() as c:
@@ -468,45 +453,3 @@ def snippet(text: str, query: str, before: int = 40, after: int = 80) -> str:
     lo, hi = max(0, start - before), min(len(text), start + len(query) + after)
     out = " ".join(text[lo:hi].split())
     return ("…" if lo > 0 else "") + out + ("…" if hi < len(text) else "")
-
-
-class _BadFile(Exception):
-    """The file is not a usable SQLite database; the caller moves it aside."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-        super().__init__(reason)
-
-
-def _classify(path: Path, e: sqlite3.Error) -> Exception:
-    """A corrupt or unopenable existing file is moved aside; anything else
-    (locked, disk full, missing folder) is reported, since moving would not help."""
-    name = getattr(e, "sqlite_errorname", "")
-    if name in _CORRUPT_CODES or (type(e) is sqlite3.DatabaseError and not name):
-        return _BadFile(str(e))
-    if name == "SQLITE_CANTOPEN" and path.exists():
-        return _BadFile(f"cannot be opened: {e}")
-    return StoreUnavailableError(path, f"cannot open the history database: {e}")
-
-
-def _move_aside(path: Path, reason: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.unreadable-{stamp}")
-    n = 1
-    while target.exists():
-        target = path.with_name(f"{path.name}.unreadable-{stamp}-{n}")
-        n += 1
-    try:
-        os.rename(path, target)
-    except OSError as e:
-        raise StoreUnavailableError(
-            path, f"the history database is unreadable ({reason}) and could not be moved aside: "
-                  f"{e.strerror or e}") from e
-    for suffix in ("-wal", "-shm", "-journal"):  # keep them with it: the WAL may hold the newest rows
-        side = Path(f"{path}{suffix}")
-        if side.exists():
-            try:
-                os.rename(side, Path(f"{target}{suffix}"))
-            except OSError:
-                log.warning("could not move %s aside", side)
-    return target
