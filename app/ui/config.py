@@ -30,15 +30,16 @@ RELOAD_FIELDS = ("n_ctx", "n_gpu_layers", "n_threads")
 class AppConfig:
     streaming: bool = True
     model_path: str | None = None  # None: the bundled default model
-    n_ctx: int = 4096
-    n_gpu_layers: int = -1
+    # Defaults come from the engine's own, so the window and the CLI agree.
+    n_ctx: int = LoadOptions.n_ctx
+    n_gpu_layers: int = LoadOptions.n_gpu_layers
     n_threads: int = 0  # 0: all cores
-    max_tokens: int = 512
-    temperature: float = 0.8
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
+    max_tokens: int = GenerationSettings.max_tokens
+    temperature: float = GenerationSettings.temperature
+    top_p: float = GenerationSettings.top_p
+    top_k: int = GenerationSettings.top_k
+    min_p: float = GenerationSettings.min_p
+    repeat_penalty: float = GenerationSettings.repeat_penalty
     seed: int = -1  # -1: a fresh random seed per reply
 
     def load_options(self) -> LoadOptions:
