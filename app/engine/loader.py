@@ -31,7 +31,11 @@ class LoadOptions:
     n_gpu_layers: int = -1  # -1 = all layers, 0 = CPU only
     n_threads: int | None = None
     flash_attn: bool = False
-    n_batch: int = 512
+    n_batch: int = 512  # tokens per llama_decode call during prefill
+    # llama.cpp's sliding-window cache holds n_swa + n_ubatch cells, and every
+    # SWA layer attends over all of them: 256 instead of 512 made the next turn
+    # after a 1,450-token prefix ~8% faster here, with the same prefill rate.
+    n_ubatch: int = 256
     chat_template: str | None = None  # overrides the GGUF's template
 
     def threads(self) -> int:
@@ -85,7 +89,7 @@ def _construct(path: Path, opts: LoadOptions, n_gpu_layers: int) -> Llama:
         model_path=str(path),
         n_ctx=opts.n_ctx,
         n_batch=opts.n_batch,
-        n_ubatch=opts.n_batch,
+        n_ubatch=min(opts.n_ubatch, opts.n_batch),
         n_threads=opts.threads(),
         n_threads_batch=opts.threads(),
         n_gpu_layers=n_gpu_layers,
