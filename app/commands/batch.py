@@ -24,15 +24,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
         description="Decode every request of INPUT (OpenAI Batch API JSONL, or plain text with one "
                     "prompt per line) with continuous batching, appending OpenAI batch output "
                     "records to OUTPUT as each finishes. Re-running skips custom_ids already in "
-                    "OUTPUT. --ctx is the context of each slot here.")
+                    "OUTPUT.")
     p.add_argument("input", metavar="INPUT", help="requests: .jsonl (OpenAI Batch format) or text")
     p.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl", help="results (appended)")
     p.add_argument("--parallel", type=int, default=DEFAULT_SLOTS, metavar="N",
                    help=f"sequences decoded together (default {DEFAULT_SLOTS})")
     p.add_argument("--quiet", action="store_true", help="no progress line, only the summary")
-    add_model_args(p)
+    add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot")
     add_sampling_args(p, max_tokens=256)
-    p.set_defaults(ctx=DEFAULT_SLOT_CTX)
     return p
 
 

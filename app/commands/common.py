@@ -9,10 +9,10 @@ from app.engine.loader import LoadOptions
 from app.engine.sampling import GenerationSettings
 
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
+def add_model_args(p: argparse.ArgumentParser, ctx: int = 4096, ctx_help: str = "context length") -> None:
     g = p.add_argument_group("model")
     g.add_argument("--model", metavar="PATH", help="GGUF file (default: bundled Gemma 3 270M)")
-    g.add_argument("--ctx", type=int, default=4096, metavar="N", help="context length (default 4096)")
+    g.add_argument("--ctx", type=int, default=ctx, metavar="N", help=f"{ctx_help} (default {ctx})")
     g.add_argument("--gpu-layers", type=int, default=-1, metavar="N",
                    help="layers to offload to the GPU; -1 = all, 0 = CPU only (default -1)")
     g.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: all cores)")
