@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from pathlib import Path
 
 import qasync
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from app.ui.window import MainWindow
@@ -24,6 +26,10 @@ def run_window(model: str | None = None) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "llamadesk"])
     app.setApplicationName("LlamaDesk")
     app.setApplicationDisplayName("LlamaDesk")
+    app.setDesktopFileName("llamadesk")  # ties the window to packaging/llamadesk.desktop
+    icon = Path(__file__).resolve().parents[2] / "resources" / "llamadesk-256.png"
+    if icon.is_file():  # present in a checkout and in the bundle
+        app.setWindowIcon(QIcon(str(icon)))
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     done: asyncio.Future = loop.create_future()
@@ -35,6 +41,7 @@ def run_window(model: str | None = None) -> int:
     tick.start()
     win.resize(1200, 800)
     win.show()
+    win.focus_composer()  # ready to type the moment the window appears
     try:
         with loop:
             return loop.run_until_complete(done)
