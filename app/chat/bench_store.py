@@ -1,4 +1,4 @@
-"""How fast a long conversation opens: `python -m app.chat.bench_store [--messages N] [--json]`.
+"""How fast a long conversation opens: `llamadesk bench --store [--messages N] [--json]`.
 
 The promise is that 10,000 messages open in under a second. "Open" is what
 the window does on a click: open the store (integrity check, recovery of
@@ -9,10 +9,7 @@ the user's history is never touched.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -85,23 +82,3 @@ def run(n: int = 10_000, rounds: int = 5) -> dict:
             "search_hits": len(hits),
             "render_html_s": round(html_s, 4),
         }
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m app.chat.bench_store", description=__doc__.splitlines()[0])
-    p.add_argument("--messages", type=int, default=10_000, metavar="N")
-    p.add_argument("--rounds", type=int, default=5, metavar="N")
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    result = run(args.messages, args.rounds)
-    if args.json:
-        json.dump(result, sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        for k, v in result.items():
-            print(f"{k:>22}: {v}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

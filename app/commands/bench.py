@@ -19,6 +19,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--gui", action="store_true",
                    help="stream one long reply (at least 1,000 tokens) through the real window, "
                         "offscreen, and measure delivery, GUI stalls and paint cost")
+    p.add_argument("--store", action="store_true",
+                   help="time opening a conversation of --messages messages from the history database")
+    p.add_argument("--messages", type=int, default=10_000, metavar="N", help="with --store (default 10000)")
     p.add_argument("--batch", action="store_true",
                    help="decode 32 prompts online one after another, then with continuous batching; "
                         "print batch_speedup and the slot count")
@@ -31,7 +34,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.tokens < 2:
         raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
-    if getattr(args, "batch", False):
+    if args.store:
+        from app.chat.bench_store import run as run_store_bench
+
+        result = run_store_bench(args.messages, args.rounds)
+    elif getattr(args, "batch", False):
         from app.engine.batch_bench import run_batch_bench
 
         result = run_batch_bench(args.model, load_options(args))
