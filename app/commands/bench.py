@@ -38,11 +38,11 @@ def run(args: argparse.Namespace) -> int:
         from app.chat.bench_store import run as run_store_bench
 
         result = run_store_bench(args.messages, args.rounds)
-    elif getattr(args, "batch", False):
+    elif args.batch:
         from app.engine.batch_bench import run_batch_bench
 
         result = run_batch_bench(args.model, load_options(args))
-    elif getattr(args, "gui", False):
+    elif args.gui:
         from app.ui.bench_gui import run_gui_bench
 
         result = run_gui_bench(args.model, load_options(args), max(args.tokens, 1024))
