@@ -1,10 +1,11 @@
 """One chat turn, answered by the engine and written to the store as it happens.
 
-The window's engine thread and `llamadesk ask` both call `record_turn`, so a
-conversation continued in either is sent to the model in the same format and
-saved the same way: the user's message before generation starts, the reply
-while it grows (at least once a second), and its stats and the context
-budget's out-of-context markers when it ends.
+`llamadesk ask` calls `record_turn`: the user's message is saved before
+generation starts, the reply while it grows (at least once a second), and its
+stats and the context budget's out-of-context markers when it ends. The window
+saves through app/ui/saving.py instead, on the GUI thread, because it also
+takes turns back (regenerate, edit) and keeps its own conversation model; both
+write the same rows through the same Store calls (begin/update/finish_reply).
 """
 
 from __future__ import annotations

@@ -81,8 +81,7 @@ def compiled_backend() -> str:
     for name in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL"):
         if re.search(rf"\b{name}\b", info, re.IGNORECASE):
             return "Metal" if name == "Metal" else name
-    return "CUDA" if gpu_offload_supported() and "CUDA" in info.upper() else (
-        "GPU" if gpu_offload_supported() else "CPU")
+    return "GPU" if gpu_offload_supported() else "CPU"
 
 
 @dataclass
