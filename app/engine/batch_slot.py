@@ -1,21 +1,17 @@
 """One slot of the batch: a request's sequence in the KV cache, its sampler and its text.
 
 The per-token rules (EOG, stop strings, max_tokens, what counts as the first
-token) are the Decoder's, step for step, so a greedy request gives the same
+token) are the Decoder's own TokenReader, so a greedy request gives the same
 text batched as alone.
 """
 
 from __future__ import annotations
 
-import ctypes
-
-import llama_cpp
-
 from app.engine.batch_types import BatchRequest, BatchResult, BatchStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
-from app.engine.textstream import TextAssembler
+from app.engine.textstream import TokenReader
 
 
 class Slot:
@@ -27,13 +23,12 @@ class Slot:
         self.settings = settings
         self.vocab = vocab
         self.sampler = Sampler(settings, n_vocab)
-        self.asm = TextAssembler(settings.stop)
         self.max_new = min(settings.max_tokens, slot_ctx - len(prompt))
+        self.reader = TokenReader(vocab, settings.stop, self.max_new, settings.ignore_eos)
         self.slot_ctx = slot_ctx
         self.prefilled = 0  # prompt tokens already in the KV cache
         self.n_past = 0  # tokens of this sequence in the KV cache
         self.pending: int | None = None  # sampled, not yet decoded
-        self.generated = 0
         self.parts: list[str] = []
         self.stop_reason: str | None = None
         self.error: str | None = None
@@ -43,7 +38,6 @@ class Slot:
         self.first_text: float | None = None
         self.t_first_tok: float | None = None
         self.t_last_tok: float | None = None
-        self._piece = ctypes.create_string_buffer(256)
 
     @property
     def prefilling(self) -> bool:
@@ -56,26 +50,23 @@ class Slot:
             except Exception:  # a consumer's bug must not stop the other slots
                 pass
 
+    @property
+    def generated(self) -> int:
+        return self.reader.generated
+
     def accept(self, tok: int, now: float, t0: float) -> bool:
         """Take one sampled token; True when the request is finished."""
         if self.first_sample is None:
             self.first_sample = now
-        if not self.settings.ignore_eos and llama_cpp.llama_vocab_is_eog(self.vocab, tok):
-            self.stop_reason = "stop"
-            return True
-        self.generated += 1
-        if self.t_first_tok is None:
-            self.t_first_tok = now
-        self.t_last_tok = now
-        n = llama_cpp.llama_token_to_piece(self.vocab, tok, self._piece, 256, 0, False)
-        delta = self.asm.feed(self._piece.raw[:n]) if n > 0 else ""
+        counted = self.reader.generated
+        delta = self.reader.accept(tok)
+        if self.reader.generated > counted:
+            self.t_first_tok = self.t_first_tok or now
+            self.t_last_tok = now
         if delta:
             self._text(delta, now, t0)
-        if self.asm.stopped:
-            self.stop_reason = "stop"
-            return True
-        if self.generated >= self.max_new:
-            self.stop_reason = "length"
+        if self.reader.stop_reason is not None:
+            self.stop_reason = self.reader.stop_reason
             return True
         self.pending = tok
         return False
@@ -94,7 +85,7 @@ class Slot:
         self.error = error or self.error
         if self.error:
             self.stop_reason = "error"
-        tail = self.asm.finish()
+        tail = self.reader.finish()
         if tail:
             self._text(tail, now, t0)
         self.sampler.close()

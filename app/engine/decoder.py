@@ -11,7 +11,6 @@ it from its single engine thread, the CLI from the main thread.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 from collections import deque
@@ -24,7 +23,7 @@ from app.engine.events import Event, Finished, FirstToken, PrefillStarted, Progr
 from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
-from app.engine.textstream import TextAssembler
+from app.engine.textstream import TokenReader
 
 EventSink = Callable[[Event], None]
 PROGRESS_EVERY_S = 0.2  # the gauges promise at least 4 updates a second
@@ -84,7 +83,6 @@ class Decoder:
         self.n_swa = llama_cpp.llama_model_n_swa(self.llm.model)
         self.tokens: list[int] = []  # exactly what seq 0 of the KV cache holds
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
-        self._piece = ctypes.create_string_buffer(256)
         self._perf = _Perf(self.ctx)
         self._abort_state: dict = {}
         self._abort_cb = llama_cpp.ggml_abort_callback(self._abort_check)
@@ -219,11 +217,9 @@ class Decoder:
         if stop_reason is None and cancel is not None and cancel.is_set():
             stop_reason = "cancelled"
 
-        asm = TextAssembler(settings.stop, strip_leading=strip_leading)
+        reader = TokenReader(self.vocab, settings.stop, max_new, settings.ignore_eos, strip_leading)
         sampler = Sampler(settings, self.n_vocab)
         parts: list[str] = []
-        out_tokens: list[int] = []
-        generated = 0
         ttft = None
         t_first_tok = t_last_tok = None
         recent: deque[float] = deque(maxlen=16)
@@ -232,28 +228,20 @@ class Decoder:
             while stop_reason is None:
                 tok = sampler.sample(self.ctx)
                 now = time.perf_counter()
-                if not settings.ignore_eos and llama_cpp.llama_vocab_is_eog(self.vocab, tok):
-                    stop_reason = "stop"
-                    break
-                generated += 1
-                out_tokens.append(tok)
-                recent.append(now)
-                if t_first_tok is None:
-                    t_first_tok = now
-                t_last_tok = now
-                n = llama_cpp.llama_token_to_piece(self.vocab, tok, self._piece, 256, 0, False)
-                delta = asm.feed(self._piece.raw[:n]) if n > 0 else ""
+                counted = reader.generated
+                delta = reader.accept(tok)
+                if reader.generated > counted:  # an end-of-generation token is not a token of the reply
+                    recent.append(now)
+                    t_first_tok = t_first_tok or now
+                    t_last_tok = now
                 if delta:
                     if ttft is None:
                         ttft = now - t_submit
                         emit(FirstToken(ttft))
                     parts.append(delta)
-                    emit(TextDelta(delta, generated, now))
-                if asm.stopped:
-                    stop_reason = "stop"
-                    break
-                if generated >= max_new:
-                    stop_reason = "length"
+                    emit(TextDelta(delta, reader.generated, now))
+                if reader.stop_reason is not None:
+                    stop_reason = reader.stop_reason
                     break
                 if cancel is not None and cancel.is_set():
                     stop_reason = "cancelled"
@@ -266,26 +254,27 @@ class Decoder:
                 if now - last_progress >= PROGRESS_EVERY_S:
                     last_progress = now
                     rate = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 else None
-                    emit(Progress("decode", now - t_submit, len(todo), generated, rate,
+                    emit(Progress("decode", now - t_submit, len(todo), reader.generated, rate,
                                   len(self.tokens), self.n_ctx))
         except GenerationError as e:
             stop_reason, error = "error", str(e)
         finally:
             sampler.close()
-        tail = asm.finish()
+        tail = reader.finish()
         if tail:
             now = time.perf_counter()
             if ttft is None:
                 ttft = now - t_submit
                 emit(FirstToken(ttft))
             parts.append(tail)
-            emit(TextDelta(tail, generated, now))
+            emit(TextDelta(tail, reader.generated, now))
         p2 = self._perf.snapshot()
         t_end = time.perf_counter()
 
         pre_n, pre_s = p1[0] - p0[0], p1[1] - p0[1]
         dec_n, dec_s = p2[0] - p1[0], p2[1] - p1[1]
         wall_rate = None
+        generated = reader.generated
         if generated > 1 and t_last_tok > t_first_tok:
             wall_rate = (generated - 1) / (t_last_tok - t_first_tok)
         stats = ReplyStats(
@@ -305,6 +294,6 @@ class Decoder:
             wall_decode_tok_s=wall_rate,
             error=error,
         )
-        done = Finished("".join(parts), stats, tuple(out_tokens))
+        done = Finished("".join(parts), stats, tuple(reader.tokens))
         emit(done)
         return done

@@ -9,6 +9,9 @@ follows it, so the streamed deltas concatenate to exactly the final text.
 from __future__ import annotations
 
 import codecs
+import ctypes
+
+import llama_cpp
 
 
 class TextAssembler:
@@ -88,3 +91,45 @@ class TextAssembler:
             self.text = self.text.rstrip()
         # Held-back text that turned out not to be a stop string is now final.
         return out + self._take(len(self.text))
+
+
+class TokenReader:
+    """What one sampled token means for a reply: its text, and whether it ends it.
+
+    The Decoder and every batch slot read tokens through this one class, so
+    the rules (end-of-generation, stop strings, max tokens, what counts as
+    generated) are the same step for step, and a greedy request gives the
+    same text batched as alone.
+    """
+
+    def __init__(self, vocab, stop: tuple[str, ...], max_new: int, ignore_eos: bool = False,
+                 strip_leading: bool = True):
+        self._is_eog = llama_cpp.llama_vocab_is_eog
+        self._to_piece = llama_cpp.llama_token_to_piece
+        self._vocab = vocab
+        self._piece = ctypes.create_string_buffer(256)
+        self.asm = TextAssembler(stop, strip_leading=strip_leading)
+        self.max_new = max_new
+        self.ignore_eos = ignore_eos
+        self.generated = 0
+        self.tokens: list[int] = []
+        self.stop_reason: str | None = None
+
+    def accept(self, tok: int) -> str:
+        """Take one sampled token; return its newly visible text. Sets stop_reason
+        when the reply is over (an end-of-generation token is not counted)."""
+        if not self.ignore_eos and self._is_eog(self._vocab, tok):
+            self.stop_reason = "stop"
+            return ""
+        self.generated += 1
+        self.tokens.append(tok)
+        n = self._to_piece(self._vocab, tok, self._piece, 256, 0, False)
+        delta = self.asm.feed(self._piece.raw[:n]) if n > 0 else ""
+        if self.asm.stopped:
+            self.stop_reason = "stop"
+        elif self.generated >= self.max_new:
+            self.stop_reason = "length"
+        return delta
+
+    def finish(self) -> str:
+        return self.asm.finish()
