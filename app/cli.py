@@ -62,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         return args._run(args)
     except EngineError as e:
         return fail(str(e))
-    except (ValueError, OSError) as e:
+    except OSError as e:  # "[Errno 13] Permission denied: 'x'" reads worse than "x: permission denied"
+        if e.filename and e.strerror:
+            return fail(f"{e.filename}: {e.strerror.lower()}")
+        return fail(str(e))
+    except ValueError as e:
         return fail(str(e))
     except KeyboardInterrupt:
         return 130

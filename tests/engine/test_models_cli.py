@@ -100,3 +100,13 @@ def test_bad_sampling_argument_is_one_line(model_path):
     assert r.stderr.strip() == "llamadesk: error: max_tokens must be at least 1, got 0"
     r2 = _cli("ask", "   ", "--model", str(model_path))
     assert r2.returncode == 2 and r2.stderr.strip() == "llamadesk: error: the prompt is empty"
+
+
+def test_unusable_data_folder_is_one_line_naming_it(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = dict(os.environ, XDG_DATA_HOME=str(blocker / "data"))
+    r = subprocess.run([sys.executable, "-m", "app", "list"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"llamadesk: error: {blocker / 'data' / 'llamadesk'}: not a directory"
