@@ -13,7 +13,7 @@ import logging
 import sys
 
 from app import __version__, paths
-from app.engine.errors import EngineError
+from app.errors import LlamaDeskError
 
 # Subcommand modules under app.commands, in the order `--help` lists them.
 COMMANDS = ("ask", "models", "bench", "batch", "list", "export", "import_")
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_window(model=args.model)
         return args._run(args)
-    except EngineError as e:
+    except LlamaDeskError as e:
         return fail(str(e))
     except OSError as e:  # "[Errno 13] Permission denied: 'x'" reads worse than "x: permission denied"
         if e.filename and e.strerror:

@@ -19,7 +19,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.ui.config import AppConfig
+from app.config import AppConfig
 from app.ui.window import MainWindow
 
 OUT = Path(__file__).resolve().parent / "screenshot.png"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.engine.errors import ContextOverflowError
 
 

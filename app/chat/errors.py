@@ -1,24 +1,16 @@
 """Typed store and transcript errors, each one line naming the file and the reason.
 
-They subclass EngineError because the CLI and the window already turn that
-base into a one-line message (exit code 2, message bar); a history problem
-deserves the same treatment as a model problem, never a traceback.
+They share app.errors' base with the engine's errors, so the CLI and the
+window report a history problem as they report a model problem: one line.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from app.engine.errors import EngineError
+from app.errors import FileProblem
 
 
-class StoreError(EngineError):
+class StoreError(FileProblem):
     """Base for every failure of the conversation store, its exports and imports."""
-
-    def __init__(self, path: str | Path, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
 class StoreVersionError(StoreError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.engine.stats import ReplyStats
 
 # A reply still streaming; after a crash the next open turns it into INTERRUPTED.

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.chat.budget import fit_history
-from app.chat.prompt import TRANSCRIPT_NOTICE, Msg, TemplateFormat, TranscriptFormat
+from app.engine.prompt import Msg, chat_format
 from app.engine.decoder import CancelToken, Decoder, EventSink
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.models import Progress, resolve_model
@@ -30,16 +30,7 @@ class ChatEngine:
     def __init__(self, model: LoadedModel):
         self.model = model
         self.decoder = Decoder(model)
-        template = model.options.chat_template or model.header.chat_template
-        if template:
-            llm = model.llm
-            bos = llm.detokenize([llm.token_bos()], special=True).decode("utf-8", "replace")
-            eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
-            self.format = TemplateFormat(template, bos, eos)
-            self.notice = None
-        else:
-            self.format = TranscriptFormat()
-            self.notice = TRANSCRIPT_NOTICE
+        self.format, self.notice = chat_format(model)
 
     @classmethod
     def open(cls, path: str | Path | None = None, options: LoadOptions | None = None,

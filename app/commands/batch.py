@@ -13,9 +13,9 @@ import threading
 import time
 
 from app.commands.common import add_model_args, add_sampling_args, load_options, note, sampling
-from app.engine.batch import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, BatchEngine
-from app.engine.batch_job import BatchJob, JobSummary
-from app.engine.batch_types import BatchProgress
+from app.batch.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, BatchEngine
+from app.batchfile.job import BatchJob, JobSummary
+from app.batch.types import BatchProgress
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

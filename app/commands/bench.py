@@ -30,20 +30,20 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.engine.bench import run_engine_bench
+    from app.bench.engine import run_engine_bench
 
     if args.tokens < 2:
         raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
     if args.store:
-        from app.chat.bench_store import run as run_store_bench
+        from app.bench.store import run as run_store_bench
 
         result = run_store_bench(args.messages, args.rounds)
     elif args.batch:
-        from app.engine.batch_bench import run_batch_bench
+        from app.bench.batch import run_batch_bench
 
         result = run_batch_bench(args.model, load_options(args))
     elif args.gui:
-        from app.ui.bench_gui import run_gui_bench
+        from app.bench.gui import run_gui_bench
 
         result = run_gui_bench(args.model, load_options(args), max(args.tokens, 1024))
     else:

@@ -1,35 +1,25 @@
 """Typed errors whose str() is one line a user can act on.
 
-The window shows str(err) in a message bar and the CLI prints it to stderr, so
-every message names the thing that was wrong and why, without a traceback.
+All subclass app.errors.LlamaDeskError, which the window and the CLI turn
+into one line; these add what the engine knows about the failure.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from app.errors import FileProblem, LlamaDeskError
 
 
-class EngineError(Exception):
+class EngineError(LlamaDeskError):
     """Base for every failure the engine reports to a person."""
 
 
-class ModelFileError(EngineError):
+class ModelFileError(FileProblem, EngineError):
     """The file given as a model cannot be used; raised before llama.cpp sees it
     where possible, because llama.cpp's own messages go to its log, not to us."""
 
-    def __init__(self, path: str | Path, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
-
-class ModelLoadError(EngineError):
+class ModelLoadError(FileProblem, EngineError):
     """llama.cpp refused a file that looked like a valid GGUF."""
-
-    def __init__(self, path: str | Path, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
 class ContextOverflowError(EngineError):

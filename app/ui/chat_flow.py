@@ -21,9 +21,9 @@ from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
-from app.ui.conversation import ChatMessage, Conversation
+from app.chat.conversation import ChatMessage, Conversation
 from app.ui.engine_thread import EngineBridge, Job
-from app.ui.gauge_model import LiveGauges
+from app.chat.live_gauges import LiveGauges
 from app.ui.gauges import GaugesPanel
 from app.ui.message_bar import MessageBar
 

@@ -27,7 +27,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser
 
-from app.ui.conversation import ChatMessage
+from app.chat.conversation import ChatMessage
 from app.ui.markdown_render import MarkdownRenderer, Theme
 
 ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System"}

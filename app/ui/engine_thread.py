@@ -22,7 +22,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.chat.session import ChatEngine
 from app.engine.decoder import CancelToken
 from app.engine.errors import ContextOverflowError, EngineError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QVBoxLayout
 
-from app.ui.gauge_model import Snapshot
+from app.chat.live_gauges import Snapshot
 from app.ui.plots import CACHED, GENERATED, NEW, KvBar, RatePlot
 
 

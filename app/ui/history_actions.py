@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QFileDialog
 from app.chat import export as exporter
 from app.chat import transcript
 from app.chat.errors import StoreError
-from app.ui.conversation import Conversation
+from app.chat.conversation import Conversation
 
 EXPORT_FILTERS = {"Markdown (*.md)": "md", "JSON (*.json)": "json", "HTML (*.html)": "html",
                   "Plain text (*.txt)": "txt"}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from app.chat.errors import StoreError
 from app.chat.records import INTERRUPTED
-from app.ui.conversation import ChatMessage, Conversation
+from app.chat.conversation import ChatMessage, Conversation
 
 log = logging.getLogger("llamadesk.ui.saving")
 

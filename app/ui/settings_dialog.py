@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.ui.config import AppConfig
+from app.config import AppConfig
 from app.ui.hardware_panel import HardwarePanel
 
 

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from app.ui.chat_flow import ChatFlow
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
-from app.ui.config import AppConfig, load_config, save_config
+from app.config import AppConfig, load_config, save_config
 from app.ui.engine_thread import EngineBridge, Loaded
 from app.ui.gauges import GaugesPanel
 from app.ui.history_actions import HistoryActions
@@ -262,7 +262,7 @@ class MainWindow(QMainWindow):
         self.edit_button.setEnabled(not busy and conv.last_user_index() is not None)
 
     def open_batch(self):
-        from app.ui.batch_window import for_window
+        from app.ui.batch.attach import for_window
 
         if self.batch_panel is None:
             self.batch_panel = for_window(self)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.chat.recorder import ReplySaver, record_turn
 from app.chat.records import COMPLETE, GENERATING, INTERRUPTED
 from app.chat.store import Store

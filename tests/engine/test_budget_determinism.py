@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from app.chat.budget import fit_history
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.chat.session import ChatEngine
 from app.engine.errors import ContextOverflowError
 from app.engine.loader import LoadOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.chat.session import ChatEngine
 from app.engine.decoder import CancelToken, common_prefix
 from app.engine.events import PrefillStarted, TextDelta

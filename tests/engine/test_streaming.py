@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import llama_cpp
 
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, TextDelta
 from app.engine.sampling import GenerationSettings
 

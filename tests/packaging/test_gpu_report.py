@@ -112,7 +112,7 @@ def test_a_gpu_fallback_and_zero_layers_are_explained():
 def test_settings_dialog_shows_the_loaded_models_hardware(qtbot, all_layers_report):
     from PySide6.QtWidgets import QLabel
 
-    from app.ui.config import AppConfig
+    from app.config import AppConfig
     from app.ui.settings_dialog import SettingsDialog
 
     dlg = SettingsDialog(AppConfig(), report=all_layers_report)
@@ -126,7 +126,7 @@ def test_settings_dialog_shows_the_loaded_models_hardware(qtbot, all_layers_repo
 
 
 def test_settings_opened_from_the_window_get_its_load_report(qtbot, model_path, monkeypatch):
-    from app.ui.config import AppConfig
+    from app.config import AppConfig
     from app.ui.settings_dialog import SettingsDialog
     from app.ui.window import MainWindow
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.ui.config import AppConfig, default_path
+from app.config import AppConfig, default_path
 
 
 def small_config(**kw) -> AppConfig:
@@ -27,7 +27,7 @@ def make_window(qtbot, model_path):
     def make(config: AppConfig | None = None, model: str | None = None, wait: bool = True,
              expect_fail: bool = False):
         if config is not None and not default_path().exists():
-            from app.ui.config import save_config
+            from app.config import save_config
             save_config(config)
         win = MainWindow(model=str(model_path) if model is None else model)
         qtbot.addWidget(win)

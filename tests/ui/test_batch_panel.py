@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from app.ui.batch_results import ResultDialog
+from app.ui.batch.results import ResultDialog
 from tests.ui.conftest import ask, small_config
 
 PROMPTS = "\n".join(f"Count from 1 to {n}." for n in range(1, 7))

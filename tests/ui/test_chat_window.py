@@ -132,7 +132,7 @@ def test_out_of_context_messages_are_marked(qtbot, make_window):
 
 def test_turns_are_saved_to_the_history_store_with_their_stats(qtbot, make_window):
     from app.chat.store import Store
-    from app.ui.conversation import Conversation
+    from app.chat.conversation import Conversation
 
     win = make_window(small_config(max_tokens=8))
     win.system_prompt.setText("Be brief.")

@@ -6,9 +6,9 @@ import json
 
 from app.engine.events import FirstToken, PrefillStarted, Progress, TextDelta
 from app.engine.stats import ReplyStats
-from app.ui.config import AppConfig, default_path, load_config, save_config
-from app.ui.conversation import Conversation
-from app.ui.gauge_model import LiveGauges
+from app.config import AppConfig, default_path, load_config, save_config
+from app.chat.conversation import Conversation
+from app.chat.live_gauges import LiveGauges
 from app.ui.markdown_render import MarkdownRenderer
 
 

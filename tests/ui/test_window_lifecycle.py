@@ -7,7 +7,7 @@ import time
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.ui.config import load_config
+from app.config import load_config
 from tests.ui.conftest import ask, small_config
 
 
@@ -86,7 +86,7 @@ def test_closing_during_generation_exits_promptly(qtbot, make_window):
 
 def test_run_window_on_qasync_closes_mid_reply(qtbot, model_path):
     """The real entry point: qasync loop, window closed while decoding, returns 0."""
-    from app.ui.config import save_config
+    from app.config import save_config
     from app.ui.main import run_window
     from app.ui.window import MainWindow
 

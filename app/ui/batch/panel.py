@@ -30,12 +30,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.batch import DEFAULT_SLOTS
-from app.engine.batch_types import BatchProgress, RequestDone
+from app.batch.engine import DEFAULT_SLOTS
+from app.batch.types import BatchProgress, RequestDone
 from app.engine.sampling import GenerationSettings
 from app.paths import data_dir
-from app.ui.batch_results import ResultDialog, ResultsTable, progress_line, summary_line
-from app.ui.batch_thread import BatchRunner, BatchSpec
+from app.ui.batch.results import ResultDialog, ResultsTable, progress_line, summary_line
+from app.ui.batch.worker import BatchRunner, BatchSpec
 from app.ui.message_bar import MessageBar
 
 REFRESH_MS = 100

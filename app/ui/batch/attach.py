@@ -6,7 +6,7 @@ batch_panel.py (which knows nothing of the window) so either can change alone.
 
 from __future__ import annotations
 
-from app.ui.batch_panel import BatchPanel
+from app.ui.batch.panel import BatchPanel
 
 
 def for_window(win) -> BatchPanel:

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from app.cli import main
-from app.engine.batch import BatchEngine
-from app.engine.batch_io import BatchInputError, done_ids, read_input
-from app.engine.batch_job import BatchJob
+from app.batch.engine import BatchEngine
+from app.batchfile.io import BatchInputError, done_ids, read_input
+from app.batchfile.job import BatchJob
 from app.engine.loader import LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
 

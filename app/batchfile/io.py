@@ -16,16 +16,16 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.chat.prompt import Msg
-from app.engine.batch_types import BatchRequest, BatchResult, BatchStats
-from app.engine.errors import EngineError
+from app.engine.prompt import Msg
+from app.batch.types import BatchRequest, BatchResult, BatchStats
+from app.errors import LlamaDeskError
 from app.engine.sampling import GenerationSettings
 
 CHAT_URL = "/v1/chat/completions"
 ROLES = ("system", "user", "assistant")
 
 
-class BatchInputError(EngineError):
+class BatchInputError(LlamaDeskError):
     """The input file as a whole cannot be used (missing, unreadable, empty)."""
 
 

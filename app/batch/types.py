@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.engine.events import Event
 from app.engine.sampling import GenerationSettings
 

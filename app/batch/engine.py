@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable
 
 import llama_cpp
 
-from app.engine.batch_context import BatchContext, chat_format
-from app.engine.batch_slot import Slot
-from app.engine.batch_types import (
+from app.batch.context import BatchContext
+from app.batch.slot import Slot
+from app.batch.types import (
     BatchEvent,
     BatchProgress,
     BatchRequest,
@@ -35,6 +35,7 @@ from app.engine.batch_types import (
 )
 from app.engine.errors import EngineError
 from app.engine.loader import LoadedModel
+from app.engine.prompt import chat_format
 from app.engine.sampling import GenerationSettings
 
 # Measured by `llamadesk bench --batch` on the 2-core CPU machine (Gemma 3

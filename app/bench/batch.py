@@ -17,8 +17,8 @@ from __future__ import annotations
 import threading
 import time
 
-from app.engine.batch import DEFAULT_SLOTS, BatchEngine
-from app.engine.batch_types import BatchRequest
+from app.batch.engine import DEFAULT_SLOTS, BatchEngine
+from app.batch.types import BatchRequest
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadOptions, load_model
 from app.engine.models import resolve_model

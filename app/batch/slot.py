@@ -7,7 +7,7 @@ text batched as alone.
 
 from __future__ import annotations
 
-from app.engine.batch_types import BatchRequest, BatchResult, BatchStats
+from app.batch.types import BatchRequest, BatchResult, BatchStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats

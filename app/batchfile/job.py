@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.engine.batch import BatchEngine
-from app.engine.batch_io import InputItem, ResultWriter, done_ids, read_input
-from app.engine.batch_types import BatchEvent, BatchResult, RequestDone
+from app.batch.engine import BatchEngine
+from app.batchfile.io import InputItem, ResultWriter, done_ids, read_input
+from app.batch.types import BatchEvent, BatchResult, RequestDone
 from app.engine.sampling import GenerationSettings
 
 

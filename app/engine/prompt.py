@@ -10,8 +10,12 @@ turns, stopping when the model starts the next `User:` line.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+if TYPE_CHECKING:
+    from app.engine.loader import LoadedModel
 
 TRANSCRIPT_NOTICE = "no chat template: using plain transcript format"
 
@@ -58,3 +62,21 @@ class TemplateFormat:
         stop = res.stop if isinstance(res.stop, list) else [res.stop] if res.stop else []
         self.stop = tuple(s for s in stop if s)
         return res.prompt
+
+
+PromptFormat = TranscriptFormat | TemplateFormat
+
+
+def chat_format(model: LoadedModel) -> tuple[PromptFormat, str | None]:
+    """The model's prompt format and the notice to show once (None for a template).
+
+    The chat and the batch engine both ask here, so a batched chat reads exactly
+    like the window's.
+    """
+    template = model.options.chat_template or model.header.chat_template
+    if not template:
+        return TranscriptFormat(), TRANSCRIPT_NOTICE
+    llm = model.llm
+    bos = llm.detokenize([llm.token_bos()], special=True).decode("utf-8", "replace")
+    eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
+    return TemplateFormat(template, bos, eos), None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import llama_cpp
 
-from app.chat.prompt import TRANSCRIPT_NOTICE, TemplateFormat, TranscriptFormat
 from app.engine.errors import EngineError
 from app.engine.loader import LoadedModel
 
@@ -59,13 +58,3 @@ class BatchContext:
             llama_cpp.llama_free(self.ctx)
             self.ctx = None
 
-
-def chat_format(model: LoadedModel):
-    """The same prompt format ChatEngine picks, so a batched chat reads like the window's."""
-    template = model.options.chat_template or model.header.chat_template
-    if not template:
-        return TranscriptFormat(), TRANSCRIPT_NOTICE
-    llm = model.llm
-    bos = llm.detokenize([llm.token_bos()], special=True).decode("utf-8", "replace")
-    eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
-    return TemplateFormat(template, bos, eos), None

@@ -66,7 +66,7 @@ def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024)
     from PySide6.QtWidgets import QApplication
 
     from app.engine.events import Finished, TextDelta
-    from app.ui.config import AppConfig
+    from app.config import AppConfig
     from app.ui.window import MainWindow
 
     app = QApplication.instance() or QApplication(["llamadesk-bench"])

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from app.chat.prompt import Msg
+from app.engine.prompt import Msg
 from app.chat.session import Reply
-from app.engine.batch import DEFAULT_SLOT_CTX, BatchEngine
-from app.engine.batch_io import BatchInputError
-from app.engine.batch_job import BatchJob
-from app.engine.batch_types import BatchRequest, RequestDone
+from app.batch.engine import DEFAULT_SLOT_CTX, BatchEngine
+from app.batchfile.io import BatchInputError
+from app.batchfile.job import BatchJob
+from app.batch.types import BatchRequest, RequestDone
 from app.engine.errors import EngineError
 from app.engine.events import Finished
 from app.engine.loader import LoadedModel

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from app.chat.prompt import Msg
-from app.engine.batch import BatchEngine
-from app.engine.batch_types import BatchProgress, BatchRequest, RequestDone, RequestStarted
+from app.engine.prompt import Msg
+from app.batch.engine import BatchEngine
+from app.batch.types import BatchProgress, BatchRequest, RequestDone, RequestStarted
 from app.engine.decoder import Decoder
 from app.engine.events import Finished, TextDelta
 from app.engine.loader import LoadOptions, load_model

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.engine.batch_types import BatchResult
+from app.batch.types import BatchResult
 
 COLUMNS = ("custom_id", "status", "tokens", "TTFT", "tok/s", "reply")
 PREVIEW_CHARS = 80
