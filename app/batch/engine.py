@@ -6,11 +6,12 @@ carries the next token of every slot (plus prefill chunks of newly admitted
 prompts), and a slot whose request ends is refilled from the queue on the very
 next step instead of waiting for the longest request of a fixed batch.
 
-Threading: run() drives llama.cpp on the calling thread (the window's engine
-thread, or the CLI's worker thread) and is the only code that touches the
-context. submit*, pause, resume, cancel and cancel_request are safe from any
-thread. Events go to `on_event` on the engine thread; a Qt bridge turns them
-into queued signals, exactly as for the chat Decoder.
+Threads (the rule is in the app.engine docstring): run() drives the batch
+context on the calling thread (the window's batch thread, or the CLI's worker
+thread), and only that thread touches it; submit_many, submit_online, pause,
+resume, cancel and cancel_request are safe from any thread. Events go to
+`on_event` (and each request's own `on_event`) on that thread; a Qt bridge
+turns them into queued signals, exactly as for the chat Decoder.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import llama_cpp
 
 from app.batch.context import BatchContext
-from app.batch.slot import Slot
+from app.batch.slot import Slot, SlotState
 from app.batch.types import (
     BatchEvent,
     BatchProgress,
@@ -33,18 +35,18 @@ from app.batch.types import (
     RequestDone,
     RequestStarted,
 )
-from app.engine.errors import EngineError
+from app.engine.errors import ContextOverflowError, EngineError
 from app.engine.loader import LoadedModel
-from app.engine.prompt import chat_format
-from app.engine.sampling import GenerationSettings
+from app.engine.prompt import Msg, chat_format
 
-# Measured by `llamadesk bench --batch` on the 2-core CPU machine (Gemma 3
-# 270M, 32 prompts x 64 tokens): 8 / 16 / 32 slots gave 145 / 173 / 202 tok/s
-# against 70 tok/s online, so 32 (see app/engine/batch_bench.py). Set with --parallel.
+# A step reads the weights once whatever the number of slots, so aggregate
+# tok/s grows with slots until the step turns compute-bound; where that
+# happens depends on the machine and the model (`llamadesk bench --batch`
+# measures slot counts), so this is a default, set with --parallel.
 DEFAULT_SLOTS = 32
 # Sequences kept free for online requests. With every batch slot busy and the
-# batch started in lockstep, "the next free slot" came after a whole request
-# (6.2 s measured); a reserved sequence makes it the next decode step instead.
+# batch started in lockstep, "the next free slot" comes only after a whole
+# request ends; a reserved sequence makes it the next decode step instead.
 ONLINE_RESERVE = 1
 DEFAULT_SLOT_CTX = 1024
 PROGRESS_EVERY_S = 0.2
@@ -72,16 +74,12 @@ class BatchEngine:
         self._drop: set[str] = set()
         self._paused = False
         self._cancelled = False
-        self._closed = False
         self.slots: list[Slot | None] = [None] * (n_slots + ONLINE_RESERVE)
         self._results: list[BatchResult] = []
         self.t0 = time.perf_counter()
         self._reset_counters()
 
     # -- any thread ---------------------------------------------------------
-    def submit(self, req: BatchRequest) -> None:
-        self.submit_many([req])
-
     def submit_many(self, reqs: Iterable[BatchRequest]) -> None:
         now = time.perf_counter()
         with self._cv:
@@ -110,10 +108,6 @@ class BatchEngine:
             self._paused = False
             self._cv.notify_all()
 
-    @property
-    def paused(self) -> bool:
-        return self._paused
-
     def cancel(self) -> None:
         """End run() soon: busy slots finish as "cancelled", queued requests are dropped."""
         with self._cv:
@@ -126,14 +120,8 @@ class BatchEngine:
             self._drop.add(custom_id)
             self._cv.notify_all()
 
-    def close(self) -> None:
-        """Stop a serving run() and free the context; call from the engine thread once run() returned."""
-        with self._cv:
-            self._closed = True
-            self._cancelled = True
-            self._cv.notify_all()
-
     def free(self) -> None:
+        """Free the context; on the thread that ran run(), once it has returned."""
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
@@ -144,15 +132,31 @@ class BatchEngine:
         """Tokens and stop strings, formatted the way ChatEngine formats a turn."""
         if req.prompt_tokens is not None:
             return list(req.prompt_tokens), tuple(req.settings.stop)
-        text = self.format.render(req.messages)
-        toks = self.model.llm.tokenize(text.encode("utf-8"), add_bos=self.format.add_bos,
-                                       special=self.format.special)
+        if req.build_prompt is not None:
+            toks = self._built(req)
+        else:
+            toks = self.to_tokens(req.messages)
         return toks, tuple(dict.fromkeys((*self.format.stop, *req.settings.stop)))
 
+    def to_tokens(self, messages: list[Msg]) -> list[int]:
+        """Render messages in this engine's prompt format and tokenize them."""
+        text = self.format.render(messages)
+        return self.model.llm.tokenize(text.encode("utf-8"), add_bos=self.format.add_bos,
+                                       special=self.format.special)
+
+    def _built(self, req: BatchRequest) -> list[int]:
+        """The caller's prompt builder, on this thread; whatever it raises fails the request."""
+        try:
+            return list(req.build_prompt(self.slot_ctx, self.to_tokens))
+        except (EngineError, ValueError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a caller's bug fails one request, not the batch
+            raise EngineError(f"building the prompt failed: {type(e).__name__}: {e}") from e
+
     # -- the engine thread ----------------------------------------------------
-    def run(self, serve: bool = False) -> list[BatchResult]:
-        """Decode until the queue and the slots are empty (or, with serve=True, until
-        close()). Returns this run's results in finishing order."""
+    def run(self) -> list[BatchResult]:
+        """Decode until the queue and the slots are empty. Returns this run's results
+        in finishing order."""
         self._reset_counters()
         results: list[BatchResult] = []
         self._results = results
@@ -163,8 +167,7 @@ class BatchEngine:
                         break
                     self._admit_locked()
                     busy = any(s is not None for s in self.slots)
-                    idle = not busy and not self._online and not self._queue
-                    if idle and not serve:
+                    if not busy and not self._online and not self._queue:
                         break
                     runnable = any(s is not None and (s.req.online or not self._paused)
                                    for s in self.slots)
@@ -180,7 +183,7 @@ class BatchEngine:
         finally:
             self._abort_all()
             with self._cv:
-                self._cancelled = self._closed
+                self._cancelled = False
             self._progress(force=True)
         return results
 
@@ -230,44 +233,68 @@ class BatchEngine:
             if not toks:
                 raise EngineError("the prompt is empty")
             if len(toks) >= self.slot_ctx:
-                raise EngineError(f"prompt is {len(toks)} tokens; a batch slot holds {self.slot_ctx} "
-                                  "(raise --ctx or shorten the prompt)")
+                raise ContextOverflowError(f"prompt is {len(toks)} tokens; a batch slot holds "
+                                           f"{self.slot_ctx} (raise --ctx or shorten the prompt)")
         except (EngineError, ValueError) as e:
-            self._record(self._error_result(req, queued, now, str(e)))
+            kind = "context_overflow" if isinstance(e, ContextOverflowError) else "invalid_request"
+            self._record(self._error_result(req, queued, now, str(e), kind))
             return None
-        settings = GenerationSettings(**{**req.settings.__dict__, "stop": stop})
+        settings = replace(req.settings, stop=stop)
         self.bctx.clear_seq(seq)
         slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now)
         self._emit(RequestStarted(req.custom_id, seq, now - self.t0))
         return slot
 
-    def _error_result(self, req: BatchRequest, queued: float, now: float, msg: str) -> BatchResult:
+    def _error_result(self, req: BatchRequest, queued: float, now: float, msg: str,
+                      kind: str) -> BatchResult:
         st = BatchStats(stop_reason="error", online=req.online, queued_at=queued - self.t0,
-                        finished_at=now - self.t0, total_s=now - queued, error=msg)
+                        finished_at=now - self.t0, total_s=now - queued, error=msg, error_kind=kind)
         return BatchResult(req.custom_id, "", st, req.line)
 
     def _step(self) -> None:
+        """One llama_decode: the next token of every decoding slot, then prompt chunks."""
+        live = self._live()
+        n, fed, outs = self._gather(live)
+        if n == 0:
+            return
+        self._batch.n_tokens = n
+        rc = llama_cpp.llama_decode(self.ctx, self._batch)
+        if rc != 0:
+            for s in live:
+                self._finish(s, error=f"llama_decode failed in a batch step (code {rc})")
+            return
+        for s, k in fed:
+            s.n_past += k
+        self._sample(outs)
+        self._rate_marks.append((time.perf_counter(), self._generated))
+
+    def _live(self) -> list[Slot]:
+        """The slots this step may advance (batch slots wait while paused); drops cancelled ones."""
         paused = self._paused
-        b = self._batch
-        n = 0
-        outs: list[tuple[Slot, int]] = []
         live = [s for s in self.slots if s is not None and (s.req.online or not paused)]
         if self._drop:
             for s in live:
                 if s.req.custom_id in self._drop:
                     self._drop.discard(s.req.custom_id)
                     self._finish(s, "cancelled")
-            live = [s for s in live if self.slots[s.seq] is s]
+            live = [s for s in live if s.state is not SlotState.FINISHED]
+        return live
+
+    def _gather(self, live: list[Slot]) -> tuple[int, list[tuple[Slot, int]], list[tuple[Slot, int]]]:
+        """Fill the llama_batch; returns its size, (slot, tokens fed) and (slot, logits row)."""
+        b = self._batch
+        n = 0
         fed: list[tuple[Slot, int]] = []
+        outs: list[tuple[Slot, int]] = []
         for s in live:  # one token for every decoding slot: the cheap part
-            if s.pending is not None:
+            if s.state is SlotState.DECODING:
                 self._put(b, n, s.pending, s.n_past, s.seq, True)
                 s.pending = None
                 outs.append((s, n))
                 fed.append((s, 1))
                 n += 1
         for s in live:  # prompt chunks fill what is left of n_batch
-            if not s.prefilling or s.n_past != s.prefilled or n >= self.n_batch:
+            if s.state is not SlotState.PREFILLING or n >= self.n_batch:
                 continue
             take = min(self.n_batch - n, len(s.prompt) - s.prefilled)
             last = s.prefilled + take == len(s.prompt)
@@ -279,24 +306,17 @@ class BatchEngine:
                 outs.append((s, n - 1))
             s.prefilled += take
             fed.append((s, take))
-        if n == 0:
-            return
-        b.n_tokens = n
-        rc = llama_cpp.llama_decode(self.ctx, b)
-        if rc != 0:
-            for s in live:
-                self._finish(s, error=f"llama_decode failed in a batch step (code {rc})")
-            return
-        for s, k in fed:
-            s.n_past += k
+        return n, fed, outs
+
+    def _sample(self, outs: list[tuple[Slot, int]]) -> None:
+        """Sample each slot's token from its logits row; finished slots free their sequence."""
         for s, idx in outs:
             tok = llama_cpp.llama_sampler_sample(s.sampler.chain, self.ctx, idx)
             before = s.generated
-            done = s.accept(tok, time.perf_counter(), self.t0)
+            done = s.accept(tok, time.perf_counter())
             self._generated += s.generated - before
             if done:
                 self._finish(s)
-        self._rate_marks.append((time.perf_counter(), self._generated))
 
     @staticmethod
     def _put(b, i: int, tok: int, pos: int, seq: int, logits: bool) -> None:

@@ -1,17 +1,26 @@
 """One slot of the batch: a request's sequence in the KV cache, its sampler and its text.
 
 The per-token rules (EOG, stop strings, max_tokens, what counts as the first
-token) are the Decoder's own TokenReader, so a greedy request gives the same
-text batched as alone.
+token) are the Decoder's own TokenReader, and the clock is its TokenTimer, so a
+reply is cut and measured by the same rules batched as alone.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 from app.batch.types import BatchRequest, BatchResult, BatchStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
+from app.engine.timing import TokenTimer
+
+
+class SlotState(Enum):
+    PREFILLING = "prefilling"  # prompt chunks still to evaluate
+    DECODING = "decoding"  # the last sampled token (`pending`) is fed on the next step
+    FINISHED = "finished"  # the result is made; the sequence is free
 
 
 class Slot:
@@ -26,22 +35,17 @@ class Slot:
         self.max_new = min(settings.max_tokens, slot_ctx - len(prompt))
         self.reader = TokenReader(vocab, settings.stop, self.max_new, settings.ignore_eos)
         self.slot_ctx = slot_ctx
+        self.state = SlotState.PREFILLING
         self.prefilled = 0  # prompt tokens already in the KV cache
         self.n_past = 0  # tokens of this sequence in the KV cache
-        self.pending: int | None = None  # sampled, not yet decoded
+        self.pending: int | None = None  # DECODING: sampled, not yet decoded
         self.parts: list[str] = []
         self.stop_reason: str | None = None
         self.error: str | None = None
         self.queued_at = queued_at
         self.slot_start = now
-        self.first_sample: float | None = None
-        self.first_text: float | None = None
-        self.t_first_tok: float | None = None
-        self.t_last_tok: float | None = None
-
-    @property
-    def prefilling(self) -> bool:
-        return self.pending is None and self.prefilled < len(self.prompt)
+        self.first_sample: float | None = None  # the prefill ended
+        self.timer = TokenTimer()
 
     def _emit(self, ev) -> None:
         if self.req.on_event is not None:
@@ -54,32 +58,33 @@ class Slot:
     def generated(self) -> int:
         return self.reader.generated
 
-    def accept(self, tok: int, now: float, t0: float) -> bool:
+    def accept(self, tok: int, now: float) -> bool:
         """Take one sampled token; True when the request is finished."""
         if self.first_sample is None:
             self.first_sample = now
         counted = self.reader.generated
         delta = self.reader.accept(tok)
         if self.reader.generated > counted:
-            self.t_first_tok = self.t_first_tok or now
-            self.t_last_tok = now
+            self.timer.token(now)
         if delta:
-            self._text(delta, now, t0)
+            self._text(delta, now)
         if self.reader.stop_reason is not None:
             self.stop_reason = self.reader.stop_reason
             return True
         self.pending = tok
+        self.state = SlotState.DECODING
         return False
 
-    def _text(self, delta: str, now: float, t0: float) -> None:
-        if self.first_text is None:
-            self.first_text = now
+    def _text(self, delta: str, now: float) -> None:
+        if self.timer.text(now):
             self._emit(FirstToken(now - self.queued_at))
         self.parts.append(delta)
         self._emit(TextDelta(delta, self.generated, now))
 
     def finish(self, now: float, t0: float, stop_reason: str | None = None,
                error: str | None = None) -> BatchResult:
+        """End the request; stamps in the result are relative to the engine's t0."""
+        self.state = SlotState.FINISHED
         if stop_reason:
             self.stop_reason = stop_reason
         self.error = error or self.error
@@ -87,22 +92,19 @@ class Slot:
             self.stop_reason = "error"
         tail = self.reader.finish()
         if tail:
-            self._text(tail, now, t0)
+            self._text(tail, now)
         self.sampler.close()
         text = "".join(self.parts)
-        rate = None
-        if self.generated > 1 and self.t_last_tok > self.t_first_tok:
-            rate = (self.generated - 1) / (self.t_last_tok - self.t_first_tok)
         st = BatchStats(
             prompt_tokens=len(self.prompt), completion_tokens=self.generated,
             stop_reason=self.stop_reason or "stop", slot=self.seq, online=self.req.online,
             queued_at=self.queued_at - t0, slot_start=self.slot_start - t0,
-            first_token_at=self.first_text - t0 if self.first_text else None,
-            finished_at=now - t0,
-            ttft_from_queue_s=self.first_text - self.queued_at if self.first_text else None,
-            ttft_from_slot_s=self.first_text - self.slot_start if self.first_text else None,
+            first_token_at=self.timer.ttft_from(t0), finished_at=now - t0,
+            ttft_from_queue_s=self.timer.ttft_from(self.queued_at),
+            ttft_from_slot_s=self.timer.ttft_from(self.slot_start),
             queue_wait_s=self.slot_start - self.queued_at, total_s=now - self.queued_at,
-            decode_tok_s=rate, error=self.error,
+            decode_tok_s=self.timer.wall_rate(self.generated), error=self.error,
+            error_kind="generation_failed" if self.error else None,
         )
         if self.req.on_event is not None:
             self._emit(Finished(text, self.reply_stats(st, now)))
@@ -111,11 +113,10 @@ class Slot:
     def reply_stats(self, st: BatchStats, now: float) -> ReplyStats:
         """The chat gauges' record. Batched compute is shared, so these are wall times."""
         pre_s = (self.first_sample or now) - self.slot_start
-        dec_s = (self.t_last_tok - self.t_first_tok) if self.t_first_tok else 0.0
         return ReplyStats(
             ttft_s=st.ttft_from_queue_s, prefill_tokens=len(self.prompt), cached_tokens=0,
             prefill_s=pre_s, prefill_tok_s=len(self.prompt) / pre_s if pre_s > 0 else None,
-            decode_tokens=self.generated, decode_s=dec_s, decode_tok_s=st.decode_tok_s,
+            decode_tokens=self.generated, decode_s=self.timer.decode_s, decode_tok_s=st.decode_tok_s,
             total_s=st.total_s or 0.0, kv_used=self.n_past, n_ctx=self.slot_ctx,
             stop_reason=st.stop_reason, prompt_tokens=len(self.prompt),
             wall_decode_tok_s=st.decode_tok_s, error=st.error,

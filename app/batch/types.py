@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from app.engine.prompt import Msg
 from app.engine.events import Event
+from app.engine.prompt import Msg
 from app.engine.sampling import GenerationSettings
 
 
@@ -25,6 +25,13 @@ class BatchRequest:
     # compare with Decoder on identical tokens). Stop strings then come only
     # from settings.
     prompt_tokens: list[int] | None = None
+    # Builds the prompt on the engine thread: called as build_prompt(slot_ctx,
+    # to_tokens), where to_tokens(msgs) renders messages in the engine's prompt
+    # format and tokenizes them; what it returns is decoded, with the format's
+    # stop strings plus the request's (as for `messages`). Lets a caller fit
+    # the history to the slot (the chat's fit_history). Anything it raises
+    # becomes this request's error result.
+    build_prompt: Callable[[int, Callable[[list[Msg]], list[int]]], list[int]] | None = None
     # Per-request stream (FirstToken, TextDelta, Finished), the same events the
     # Decoder emits, so a chat view can show an online reply served by a batch.
     on_event: Callable[[Event], None] | None = None
@@ -51,6 +58,10 @@ class BatchStats:
     total_s: float | None = None  # queued -> finished
     decode_tok_s: float | None = None  # this request's own rate, first -> last token
     error: str | None = None
+    # With an error: "context_overflow" (the prompt cannot fit a slot),
+    # "invalid_request" (bad settings or prompt, before a slot is used) or
+    # "generation_failed" (llama_decode failed while the request ran).
+    error_kind: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -1,12 +1,14 @@
 """The decode loop: prefill with prefix reuse, sample, stream, measure, cancel.
 
 Written against llama.cpp's low-level API rather than
-`create_chat_completion`: the high-level stream path costs ~4% of the decode
-rate (it re-detokenizes and copies logits per token); this loop adds only
-what the reader needs (UTF-8 assembly, stop strings, events).
+`create_chat_completion`: the high-level stream path re-detokenizes and copies
+the logits into Python for every token, which the decode rate pays for; this
+loop adds only what the reader needs (UTF-8 assembly, stop strings, events).
+`llamadesk bench` measures it against the raw loop.
 
-One Decoder owns one llama context and is not thread-safe: the window calls
-it from its single engine thread, the CLI from the main thread.
+One Decoder owns one llama context (the model's own) and is not thread-safe:
+only the thread that drives the chat uses it (the thread rule is in the
+app.engine docstring). CancelToken.cancel is the one call safe from any thread.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import llama_cpp
 
@@ -24,6 +27,7 @@ from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
+from app.engine.timing import TokenTimer
 
 EventSink = Callable[[Event], None]
 PROGRESS_EVERY_S = 0.2  # the gauges promise at least 4 updates a second
@@ -40,6 +44,37 @@ class CancelToken:
 
     def is_set(self) -> bool:
         return self._ev.is_set()
+
+
+@dataclass
+class _Turn:
+    """One generate() call as its phases see it; the prefill abort callback reads it too."""
+
+    prompt: list[int]
+    cached: int  # prompt tokens reused from the KV cache
+    cancel: CancelToken | None
+    sink: EventSink | None  # the caller's on_event; None: nobody listens
+    t_submit: float  # generate() was called
+    t_pre: float = 0.0  # the prefill began
+    last_progress: float = 0.0  # the last Progress event went out
+    stop_reason: str | None = None
+    error: str | None = None
+    timer: TokenTimer = field(default_factory=TokenTimer)
+    parts: list[str] = field(default_factory=list)
+
+    def emit(self, ev: Event) -> None:
+        if self.sink is not None:
+            self.sink(ev)
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def show(self, text: str, generated: int, now: float) -> None:
+        """Text became visible: FirstToken the first time, then the delta."""
+        if self.timer.text(now):
+            self.emit(FirstToken(self.timer.ttft_from(self.t_submit)))
+        self.parts.append(text)
+        self.emit(TextDelta(text, generated, now))
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -84,7 +119,7 @@ class Decoder:
         self.tokens: list[int] = []  # exactly what seq 0 of the KV cache holds
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self._perf = _Perf(self.ctx)
-        self._abort_state: dict = {}
+        self._abort_state: _Turn | None = None  # set only while a prefill runs
         self._abort_cb = llama_cpp.ggml_abort_callback(self._abort_check)
         self._no_abort = llama_cpp.ggml_abort_callback()  # NULL: no per-node Python call in decode
 
@@ -149,18 +184,20 @@ class Decoder:
         b.n_tokens = len(toks)
 
     def _abort_check(self, _data) -> bool:
-        st = self._abort_state
+        """llama.cpp's abort callback, installed only during prefill: cancel and live gauges."""
+        turn = self._abort_state
         try:
-            if st["cancel"] is not None and st["cancel"].is_set():
+            if turn is None:
+                return False
+            if turn.cancelled():
                 return True
             now = time.perf_counter()
-            if st["sink"] is not None and now - st["last"] >= PROGRESS_EVERY_S:
-                st["last"] = now
-                done = len(self.tokens) - st["cached"]
-                el = now - st["t_submit"]
-                st["sink"](Progress("prefill", el, done, 0,
-                                    done / (now - st["t_pre"]) if done else None,
-                                    len(self.tokens), self.n_ctx))
+            if turn.sink is not None and now - turn.last_progress >= PROGRESS_EVERY_S:
+                turn.last_progress = now
+                done = len(self.tokens) - turn.cached
+                turn.sink(Progress("prefill", now - turn.t_submit, done, 0,
+                                   done / (now - turn.t_pre) if done else None,
+                                   len(self.tokens), self.n_ctx))
         except Exception:  # an exception must never cross into C
             return False
         return False
@@ -174,27 +211,47 @@ class Decoder:
         cancel: CancelToken | None = None,
         strip_leading: bool = True,
     ) -> Finished:
+        """One reply: check, reuse the cached prefix, prefill, decode, flush, measure.
+
+        Events go to on_event on this thread; the returned Finished is also the last event.
+        """
+        max_new = self._check(prompt, settings)
+        turn = _Turn(prompt, 0, cancel, on_event, time.perf_counter())
+        turn.cached = self._reuse_prefix(prompt)
+        turn.emit(PrefillStarted(len(prompt), turn.cached, len(prompt) - turn.cached, self.n_ctx))
+        llama_cpp.llama_perf_context_reset(self.ctx)
+        p0 = self._perf.snapshot()
+        self._prefill(turn)
+        p1 = self._perf.snapshot()
+        reader = TokenReader(self.vocab, settings.stop, max_new, settings.ignore_eos, strip_leading)
+        self._decode_loop(turn, reader, Sampler(settings, self.n_vocab))
+        self._flush(turn, reader)
+        done = Finished("".join(turn.parts), self._stats(turn, reader.generated, p0, p1),
+                        tuple(reader.tokens))
+        turn.emit(done)
+        return done
+
+    def _check(self, prompt: list[int], settings: GenerationSettings) -> int:
+        """Refuse what cannot run; return how many tokens the reply may have."""
         settings.validate()
-        t_submit = time.perf_counter()
-        emit = on_event or (lambda _e: None)
         if not prompt:
             raise GenerationError("empty prompt")
         if len(prompt) >= self.n_ctx:
             raise ContextOverflowError(
                 f"prompt is {len(prompt)} tokens; the context holds {self.n_ctx}"
             )
-        max_new = min(settings.max_tokens, self.n_ctx - len(prompt))
-        cached = self._reuse_prefix(prompt)
-        todo = prompt[cached:]
-        emit(PrefillStarted(len(prompt), cached, len(todo), self.n_ctx))
+        return min(settings.max_tokens, self.n_ctx - len(prompt))
 
-        llama_cpp.llama_perf_context_reset(self.ctx)
-        p0 = self._perf.snapshot()
-        stop_reason = None
-        error = None
-        t_pre = time.perf_counter()
-        self._abort_state = {"cancel": cancel, "sink": on_event, "last": t_pre,
-                             "t_submit": t_submit, "t_pre": t_pre, "cached": cached}
+    def _prefill(self, turn: _Turn) -> None:
+        """Evaluate the uncached prompt in n_batch chunks, with the abort callback set.
+
+        Outside this phase the callback is NULL, so a decode step makes no
+        per-node call into Python.
+        """
+        prompt = turn.prompt
+        todo = prompt[turn.cached:]
+        turn.t_pre = turn.last_progress = time.perf_counter()
+        self._abort_state = turn
         llama_cpp.llama_set_abort_callback(self.ctx, self._abort_cb, None)
         try:
             for i in range(0, len(todo), self.n_batch):
@@ -203,48 +260,41 @@ class Decoder:
                 rc = llama_cpp.llama_decode(self.ctx, self._batch)
                 if rc == 2:  # aborted: the ubatches already done stay in the cache
                     self.tokens = prompt[:self.kv_used()]
-                    stop_reason = "cancelled"
+                    turn.stop_reason = "cancelled"
                     break
                 if rc != 0:
                     self.tokens = prompt[:max(0, self.kv_used())]
                     raise GenerationError(f"llama_decode failed during prefill (code {rc})")
                 self.tokens.extend(chunk)
-                emit(Progress("prefill", time.perf_counter() - t_submit,
-                              len(self.tokens) - cached, 0, None, len(self.tokens), self.n_ctx))
+                turn.emit(Progress("prefill", time.perf_counter() - turn.t_submit,
+                                   len(self.tokens) - turn.cached, 0, None, len(self.tokens), self.n_ctx))
         finally:
             llama_cpp.llama_set_abort_callback(self.ctx, self._no_abort, None)
-        p1 = self._perf.snapshot()
-        if stop_reason is None and cancel is not None and cancel.is_set():
-            stop_reason = "cancelled"
+            self._abort_state = None
+        if turn.stop_reason is None and turn.cancelled():
+            turn.stop_reason = "cancelled"
 
-        reader = TokenReader(self.vocab, settings.stop, max_new, settings.ignore_eos, strip_leading)
-        sampler = Sampler(settings, self.n_vocab)
-        parts: list[str] = []
-        ttft = None
-        t_first_tok = t_last_tok = None
-        recent: deque[float] = deque(maxlen=16)
+    def _decode_loop(self, turn: _Turn, reader: TokenReader, sampler: Sampler) -> None:
+        """Sample, stream and evaluate one token at a time until a stop; closes the sampler."""
+        recent: deque[float] = deque(maxlen=16)  # the gauges' rolling rate
         last_progress = time.perf_counter()
+        n_prefilled = len(turn.prompt) - turn.cached
         try:
-            while stop_reason is None:
+            while turn.stop_reason is None:
                 tok = sampler.sample(self.ctx)
                 now = time.perf_counter()
                 counted = reader.generated
                 delta = reader.accept(tok)
                 if reader.generated > counted:  # an end-of-generation token is not a token of the reply
                     recent.append(now)
-                    t_first_tok = t_first_tok or now
-                    t_last_tok = now
+                    turn.timer.token(now)
                 if delta:
-                    if ttft is None:
-                        ttft = now - t_submit
-                        emit(FirstToken(ttft))
-                    parts.append(delta)
-                    emit(TextDelta(delta, reader.generated, now))
+                    turn.show(delta, reader.generated, now)
                 if reader.stop_reason is not None:
-                    stop_reason = reader.stop_reason
+                    turn.stop_reason = reader.stop_reason
                     break
-                if cancel is not None and cancel.is_set():
-                    stop_reason = "cancelled"
+                if turn.cancelled():
+                    turn.stop_reason = "cancelled"
                     break
                 self._fill((tok,), len(self.tokens), True)
                 rc = llama_cpp.llama_decode(self.ctx, self._batch)
@@ -254,46 +304,40 @@ class Decoder:
                 if now - last_progress >= PROGRESS_EVERY_S:
                     last_progress = now
                     rate = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 else None
-                    emit(Progress("decode", now - t_submit, len(todo), reader.generated, rate,
-                                  len(self.tokens), self.n_ctx))
+                    turn.emit(Progress("decode", now - turn.t_submit, n_prefilled, reader.generated,
+                                       rate, len(self.tokens), self.n_ctx))
         except GenerationError as e:
-            stop_reason, error = "error", str(e)
+            turn.stop_reason, turn.error = "error", str(e)
         finally:
             sampler.close()
+
+    def _flush(self, turn: _Turn, reader: TokenReader) -> None:
+        """Show the text the reader held back (a partial stop string, a split character)."""
         tail = reader.finish()
         if tail:
-            now = time.perf_counter()
-            if ttft is None:
-                ttft = now - t_submit
-                emit(FirstToken(ttft))
-            parts.append(tail)
-            emit(TextDelta(tail, reader.generated, now))
+            turn.show(tail, reader.generated, time.perf_counter())
+
+    def _stats(self, turn: _Turn, generated: int, p0: tuple[int, float],
+               p1: tuple[int, float]) -> ReplyStats:
+        """The reply's record: compute times by phase from llama.cpp's counters."""
         p2 = self._perf.snapshot()
         t_end = time.perf_counter()
-
         pre_n, pre_s = p1[0] - p0[0], p1[1] - p0[1]
         dec_n, dec_s = p2[0] - p1[0], p2[1] - p1[1]
-        wall_rate = None
-        generated = reader.generated
-        if generated > 1 and t_last_tok > t_first_tok:
-            wall_rate = (generated - 1) / (t_last_tok - t_first_tok)
-        stats = ReplyStats(
-            ttft_s=ttft,
+        return ReplyStats(
+            ttft_s=turn.timer.ttft_from(turn.t_submit),
             prefill_tokens=pre_n,
-            cached_tokens=cached,
+            cached_tokens=turn.cached,
             prefill_s=pre_s,
             prefill_tok_s=pre_n / pre_s if pre_s > 0 and pre_n else None,
             decode_tokens=generated,
             decode_s=dec_s,
             decode_tok_s=dec_n / dec_s if dec_s > 0 and dec_n else None,
-            total_s=t_end - t_submit,
+            total_s=t_end - turn.t_submit,
             kv_used=self.kv_used(),
             n_ctx=self.n_ctx,
-            stop_reason=stop_reason or "stop",
-            prompt_tokens=len(prompt),
-            wall_decode_tok_s=wall_rate,
-            error=error,
+            stop_reason=turn.stop_reason or "stop",
+            prompt_tokens=len(turn.prompt),
+            wall_decode_tok_s=turn.timer.wall_rate(generated),
+            error=turn.error,
         )
-        done = Finished("".join(parts), stats, tuple(reader.tokens))
-        emit(done)
-        return done

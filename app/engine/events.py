@@ -1,4 +1,4 @@
-"""Events a reply emits while it is produced, on the engine's thread.
+"""Events a reply emits while it is produced, on the thread that drives its context.
 
 Plain dataclasses, so the Qt bridge, the CLI printer and the tests consume
 the same stream; the bridge turns them into queued signals.
@@ -21,7 +21,7 @@ class PrefillStarted:
 
 @dataclass(frozen=True)
 class Progress:
-    """Live gauges: emitted at least 4 times a second while work runs."""
+    """Live gauges: every 0.2 s while work runs, or at the next token when one step takes longer."""
 
     phase: str  # "prefill" or "decode"
     elapsed_s: float  # since the request was submitted

@@ -210,14 +210,6 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
     return header
 
 
-def is_gguf(path: str | Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == MAGIC
-    except OSError:
-        return False
-
-
 def human_size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
@@ -234,4 +226,4 @@ def human_params(n: int) -> str:
     return str(n)
 
 
-__all__ = ["GGUFHeader", "read_header", "is_gguf", "human_size", "human_params"]
+__all__ = ["GGUFHeader", "read_header", "human_size", "human_params"]

@@ -20,8 +20,10 @@ from app.engine.gguf import GGUFHeader, read_header
 
 
 def default_threads() -> int:
-    # Measured here: 2 threads decode ~40% faster than llama-cpp-python's
-    # default of cpu_count // 2 on a 2-core machine.
+    # Every logical CPU, not llama-cpp-python's cpu_count // 2: that default
+    # assumes two hardware threads per core, and where each logical CPU is a
+    # core of its own (many VMs and containers) it leaves half the compute
+    # idle. --threads overrides it; compare with `llamadesk bench --threads N`.
     return max(1, os.cpu_count() or 1)
 
 
@@ -32,9 +34,10 @@ class LoadOptions:
     n_threads: int | None = None
     flash_attn: bool = False
     n_batch: int = 512  # tokens per llama_decode call during prefill
-    # llama.cpp's sliding-window cache holds n_swa + n_ubatch cells, and every
-    # SWA layer attends over all of them: 256 instead of 512 made the next turn
-    # after a 1,450-token prefix ~8% faster here, with the same prefill rate.
+    # llama.cpp's sliding-window cache holds n_swa + n_ubatch cells and every
+    # SWA layer attends over all of them, so a smaller ubatch makes each step
+    # after a long prefix cheaper, while a ubatch this size still keeps the
+    # prefill matmuls large. `llamadesk bench` measures the turn after a prefix.
     n_ubatch: int = 256
     chat_template: str | None = None  # overrides the GGUF's template
 
@@ -94,9 +97,10 @@ def _construct(path: Path, opts: LoadOptions, n_gpu_layers: int) -> Llama:
         n_threads_batch=opts.threads(),
         n_gpu_layers=n_gpu_layers,
         flash_attn=opts.flash_attn,
-        # Keep llama.cpp's small sliding-window cache: the full-size one made
-        # every turn after a long prefix ~12% slower here (SWA layers attend
-        # over all cells). The decoder checks the window before reusing a prefix.
+        # Keep llama.cpp's small sliding-window cache: SWA layers attend over
+        # every cell they hold, so a full-size one makes each step after a long
+        # prefix slower. The price is that a rolled-back prefix may be gone,
+        # so the decoder checks the window before reusing one.
         swa_full=False,
         verbose=False,
     )

@@ -55,10 +55,10 @@ class Sampler:
         self.chain = llama_cpp.llama_sampler_chain_init(params)
         add = lambda smpl: llama_cpp.llama_sampler_chain_add(self.chain, smpl)  # noqa: E731
         penalize = s.repeat_penalty != 1.0
-        # The penalty sampler walks every candidate it is given; over Gemma's
-        # 262k vocabulary that cost ~6% of the decode rate, so top-k runs first
-        # (the order llama.h advises). For greedy this is exact: a penalty >= 1
-        # only lowers the last 64 tokens, so the winner is in the top 65.
+        # The penalty sampler walks every candidate it is given, and over a
+        # large vocabulary (Gemma's is 262k) that is a cost paid per token, so
+        # top-k runs first (the order llama.h advises). For greedy this is exact:
+        # a penalty >= 1 only lowers the last 64 tokens, so the winner is in the top 65.
         if s.temperature > 0 and s.top_k > 0:
             add(llama_cpp.llama_sampler_init_top_k(s.top_k))
         elif s.temperature <= 0 and penalize and s.repeat_penalty > 1.0:

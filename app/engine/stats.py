@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-STOP_REASONS = ("stop", "length", "cancelled", "error")
-
 
 @dataclass
 class ReplyStats:
@@ -24,7 +22,7 @@ class ReplyStats:
     total_s: float  # wall clock, request submitted -> reply complete
     kv_used: int  # cells of the KV cache in use after the reply
     n_ctx: int
-    stop_reason: str
+    stop_reason: str  # stop / length / cancelled / error
     prompt_tokens: int = 0  # cached + prefilled
     wall_decode_tok_s: float | None = None  # the rate as the reader saw it
     dropped_messages: int = 0  # history turns left out to fit the context

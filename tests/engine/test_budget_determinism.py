@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from app.chat.budget import fit_history
-from app.engine.prompt import Msg
 from app.chat.session import ChatEngine
 from app.engine.errors import ContextOverflowError
 from app.engine.loader import LoadOptions
+from app.engine.prompt import Msg
 from app.engine.sampling import GenerationSettings
 from app.engine.textstream import TextAssembler
 
@@ -71,7 +71,10 @@ def test_same_seed_same_text_in_process_and_across_processes(engine, model_path,
     s = GenerationSettings(max_tokens=24, temperature=float(temperature), seed=1234)
     engine.decoder.reset()
     a = engine.reply([], "Name three fruits.", s).text
-    b = engine.reply([], "Name three fruits.", s).text  # second time: served from the cache
+    # From the same cache state: a cached prefix would evaluate the last prompt token in
+    # a batch of another shape, and llama.cpp's CPU kernels may round that differently.
+    engine.decoder.reset()
+    b = engine.reply([], "Name three fruits.", s).text
     assert a and a == b
     p1 = _ask_json(model_path, "--temperature", temperature, "--seed", "1234")
     p2 = _ask_json(model_path, "--temperature", temperature, "--seed", "1234")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
-from app.engine.prompt import Msg
 from app.chat.session import ChatEngine
 from app.engine.decoder import CancelToken, common_prefix
 from app.engine.events import PrefillStarted, TextDelta
 from app.engine.loader import LoadOptions
+from app.engine.prompt import Msg
 from app.engine.sampling import GenerationSettings
 
 GREEDY = GenerationSettings(max_tokens=12, temperature=0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import llama_cpp
 
-from app.engine.prompt import Msg
 from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, TextDelta
+from app.engine.prompt import Msg
 from app.engine.sampling import GenerationSettings
 
 STORY = GenerationSettings(max_tokens=60, temperature=0, ignore_eos=True, repeat_penalty=1.0)
