@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.batch.engine import BatchEngine
-from app.batchfile.io import InputItem, ResultWriter, done_ids, read_input
 from app.batch.types import BatchEvent, BatchResult, RequestDone
+from app.batchfile.requests import InputItem, read_input
+from app.batchfile.results import ResultWriter, done_ids
 from app.engine.sampling import GenerationSettings
 
 

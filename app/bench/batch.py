@@ -1,15 +1,11 @@
 """`llamadesk bench --batch`: the same prompts online one after another, then batched.
 
 Both halves run in one process on one loaded model, because absolute tok/s
-on a shared 2-core machine drift by tens of percent between minutes; only the
-ratio measured in one run means anything. Prefill is included on both sides:
-a batch user pays it too.
+on a shared machine drift between minutes; only the ratio measured in one run
+means anything. Prefill is included on both sides: a batch user pays it too.
 
-Why DEFAULT_SLOTS = 16 (measured on the 2-core CPU box, Gemma 3 270M Q4_K_M,
-raw multi-sequence decode steps, medians of 4 alternating rounds): 1 seq 72,
-8 seqs 157, 16 seqs 200, 32 seqs 224 tok/s. The step from 16 to 32 buys ~12%
-while doubling KV memory and each request's latency (every step carries twice
-the tokens), so 16 is the default; the sweep below re-measures it.
+The slot sweep below is how DEFAULT_SLOTS (app/batch/engine.py) is chosen:
+rerun it on the target machine before changing that default.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Benchmarks that print figures; speed targets live here, not in timed tests.
 
 Everything is compared inside one run (alternating rounds, medians), because
-absolute tok/s on a shared 2-core machine swing by 20% from minute to minute.
+absolute tok/s on a shared machine swing from minute to minute.
 """
 
 from __future__ import annotations

@@ -16,9 +16,13 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 from app.engine.loader import LoadOptions
 from app.engine.sampling import GenerationSettings
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QTimer
 
 PROMPT = "Write a long story about a dragon who learns to paint."
 HEARTBEAT_MS = 10
@@ -62,76 +66,106 @@ def _mean(xs: list[float]) -> float | None:
 
 def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024) -> dict:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.engine.events import Finished, TextDelta
+    app = QApplication.instance() or QApplication(["llamadesk-bench"])
+    win = _window(model_path, opts, tokens)
+    try:
+        info = _load_and_warm_up(win, model_path)
+        _prepare_long_reply(win, tokens)
+        appends, ticks, beat = _instrument(win)
+        paint_log = win.view.paint_log
+        msg = _stream(app, win, beat)
+    finally:
+        win.close()
+    return _report(info, msg.stats, paint_log, appends, ticks)
+
+
+def _window(model_path: str | None, opts: LoadOptions, tokens: int):
+    """The production window, shown offscreen, with nothing saved or autoloaded."""
     from app.config import AppConfig
     from app.ui.window import MainWindow
 
-    app = QApplication.instance() or QApplication(["llamadesk-bench"])
     cfg = AppConfig(streaming=True, model_path=model_path, n_ctx=max(opts.n_ctx, tokens + 512),
                     n_gpu_layers=opts.n_gpu_layers, n_threads=opts.n_threads or 0)
     win = MainWindow(model=model_path, config=cfg, persist=False, history=False, autoload=False)
     win.resize(1200, 800)
     win.show()
-    try:
-        win.load_model(model_path)
-        info = _wait(win.model_loaded, 300)[0]
-        # Warm-up: page the weights in, so the measured reply is steady state.
-        win.flow.settings_source = lambda: GenerationSettings(max_tokens=16, temperature=0)
-        win.composer.set_text(PROMPT)
-        win.flow.send()
-        _wait(win.flow.reply_finished, 120)
-        win.new_chat()
+    return win
 
-        win.flow.settings_source = lambda: GenerationSettings(max_tokens=tokens, temperature=0,
-                                                              ignore_eos=True)
-        # ignore_eos covers only EOS; the transcript format's "\nUser:" stop string
-        # would still end a base model's reply early. The worker is idle here (the
-        # warm-up reply has finished), so changing the format's stop list is safe.
-        fmt = win.bridge.worker.engine.format
-        if hasattr(fmt, "stop") and not isinstance(type(fmt).__dict__.get("stop"), property):
-            fmt.stop = ()
-        view = win.view
-        view.paint_log = []
-        appends: list[tuple[float, int]] = []
-        orig_append = view.live_append
 
-        def counted_append(text: str) -> None:
-            orig_append(text)
-            appends.append((time.perf_counter(), win.flow.gauges.generated))
+def _load_and_warm_up(win, model_path: str | None):
+    """Load the model and send one short reply, so the measured reply is steady
+    state (weights paged in); returns what model_loaded carried."""
+    win.load_model(model_path)
+    info = _wait(win.model_loaded, 300)[0]
+    win.flow.settings_source = lambda: GenerationSettings(max_tokens=16, temperature=0)
+    win.composer.set_text(PROMPT)
+    win.flow.send()
+    _wait(win.flow.reply_finished, 120)
+    win.new_chat()
+    return info
 
-        view.live_append = counted_append
-        ticks: list[float] = []
-        streaming = {"on": False}
 
-        def on_event(_jid, ev) -> None:
-            if isinstance(ev, TextDelta):
-                streaming["on"] = True
-            elif isinstance(ev, Finished):
-                streaming["on"] = False
+def _prepare_long_reply(win, tokens: int) -> None:
+    # ignore_eos makes the engine decode exactly `tokens`: no end-of-generation
+    # token and no stop string of the prompt format ends the reply early.
+    win.flow.settings_source = lambda: GenerationSettings(max_tokens=tokens, temperature=0,
+                                                          ignore_eos=True)
 
-        win.bridge.worker.event.connect(on_event)
-        beat = QTimer()
-        beat.setTimerType(Qt.TimerType.PreciseTimer)
-        beat.setInterval(HEARTBEAT_MS)
-        beat.timeout.connect(lambda: ticks.append(time.perf_counter()) if streaming["on"] else None)
-        beat.start()
-        win.composer.set_text(PROMPT)
-        win.flow.send()
-        msg = _wait(win.flow.reply_finished, 600)[0]
-        beat.stop()
-        app.processEvents()
-    finally:
-        win.close()
 
-    st = msg.stats
+def _instrument(win) -> tuple[list[tuple[float, int]], list[float], QTimer]:
+    """Watch without changing the production path: note the token count at each
+    view append, log paints, and tick a heartbeat timer while tokens stream."""
+    from PySide6.QtCore import Qt, QTimer
+
+    from app.engine.events import Finished, TextDelta
+
+    view = win.view
+    view.paint_log = []
+    appends: list[tuple[float, int]] = []
+    orig_append = view.live_append
+
+    def counted_append(text: str) -> None:
+        orig_append(text)
+        appends.append((time.perf_counter(), win.flow.gauges.generated))
+
+    view.live_append = counted_append
+    ticks: list[float] = []
+    streaming = {"on": False}
+
+    def on_event(_jid, ev) -> None:
+        if isinstance(ev, TextDelta):
+            streaming["on"] = True
+        elif isinstance(ev, Finished):
+            streaming["on"] = False
+
+    win.bridge.event.connect(on_event)
+    beat = QTimer()
+    beat.setTimerType(Qt.TimerType.PreciseTimer)
+    beat.setInterval(HEARTBEAT_MS)
+    beat.timeout.connect(lambda: ticks.append(time.perf_counter()) if streaming["on"] else None)
+    return appends, ticks, beat
+
+
+def _stream(app, win, beat: QTimer):
+    """Send the long prompt with the heartbeat running; returns the finished message."""
+    beat.start()
+    win.composer.set_text(PROMPT)
+    win.flow.send()
+    msg = _wait(win.flow.reply_finished, 600)[0]
+    beat.stop()
+    app.processEvents()
+    return msg
+
+
+def _report(info, st, paint_log: list[tuple[str, float, float]],
+            appends: list[tuple[float, int]], ticks: list[float]) -> dict:
     (t0, g0), (t1, g1) = appends[0], appends[-1]
     view_rate = (g1 - g0) / (t1 - t0)
     engine_rate = st.wall_decode_tok_s
     gaps = [(b - a) * 1000 for a, b in zip(ticks, ticks[1:])]
-    frames = _frames(view.paint_log, appends)
+    frames = _frames(paint_log, appends)
     total = st.decode_tokens
     first = [(a, p) for n, a, p in frames if n <= EDGE_TOKENS]
     last = [(a, p) for n, a, p in frames if n > total - EDGE_TOKENS]
@@ -150,6 +184,6 @@ def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024)
         "append_ms_first": _mean([a for a, _ in first]),
         "append_ms_last": _mean([a for a, _ in last]),
         "frames": len(frames),
-        "paint_events": sum(1 for k, _t, _ms in view.paint_log if k == "paint"),
+        "paint_events": sum(1 for k, _t, _ms in paint_log if k == "paint"),
         "ttft_s": st.ttft_s,
     }

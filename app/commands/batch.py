@@ -12,10 +12,10 @@ import sys
 import threading
 import time
 
-from app.commands.common import add_model_args, add_sampling_args, load_options, note, sampling
 from app.batch.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, BatchEngine
-from app.batchfile.job import BatchJob, JobSummary
 from app.batch.types import BatchProgress
+from app.batchfile.job import BatchJob, JobSummary
+from app.commands.common import add_model_args, add_sampling_args, load_options, note, sampling
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -98,30 +98,8 @@ def run(args: argparse.Namespace) -> int:
             note(engine.notice)
         pre_errors = sum(1 for it in job.todo if it.error is not None)
         progress = None if args.quiet else _ProgressLine(pre_errors, pre_errors)
-        box: dict = {}
-        ended = threading.Event()
-
-        def work():
-            try:
-                box["summary"] = job.run(engine, model.header.name or model.report.model_path, progress)
-            except BaseException as e:  # re-raised on the main thread
-                box["error"] = e
-            finally:
-                ended.set()
-
-        t = threading.Thread(target=work, name="llamadesk-batch", daemon=True)
-        t.start()
-        interrupted = False
-        # Wait on an Event, not Thread.join: a join interrupted by Ctrl+C can leave
-        # is_alive() False while the thread still runs (CPython < 3.13), and freeing
-        # the model under a running llama_decode crashes. Ctrl+C may land anywhere here.
-        while not ended.is_set():
-            try:
-                while not ended.wait(0.1):
-                    pass
-            except KeyboardInterrupt:
-                interrupted = True
-                engine.cancel()
+        box, interrupted = _decode_on_worker(job, engine, model.header.name or model.report.model_path,
+                                             progress)
         if progress:
             progress.end()
         engine.free()
@@ -135,6 +113,36 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         model.close()
+
+
+def _decode_on_worker(job: BatchJob, engine: BatchEngine, model_name: str,
+                      progress: _ProgressLine | None) -> tuple[dict, bool]:
+    """Run the job on a worker thread so Ctrl+C here can cancel it; returns
+    ({"summary": ...} or {"error": ...}, whether Ctrl+C was pressed)."""
+    box: dict = {}
+    ended = threading.Event()
+
+    def work():
+        try:
+            box["summary"] = job.run(engine, model_name, progress)
+        except BaseException as e:  # re-raised on the main thread
+            box["error"] = e
+        finally:
+            ended.set()
+
+    threading.Thread(target=work, name="llamadesk-batch", daemon=True).start()
+    interrupted = False
+    # Wait on an Event, not Thread.join: a join interrupted by Ctrl+C can leave
+    # is_alive() False while the thread still runs (CPython < 3.13), and freeing
+    # the model under a running llama_decode crashes. Ctrl+C may land anywhere here.
+    while not ended.is_set():
+        try:
+            while not ended.wait(0.1):
+                pass
+        except KeyboardInterrupt:
+            interrupted = True
+            engine.cancel()
+    return box, interrupted
 
 
 def _summary(s: JobSummary, args) -> str:

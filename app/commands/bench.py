@@ -16,38 +16,24 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=256, metavar="N", help="tokens to decode per run")
     p.add_argument("--rounds", type=int, default=5, metavar="N", help="alternating rounds (median taken)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--gui", action="store_true",
-                   help="stream one long reply (at least 1,000 tokens) through the real window, "
-                        "offscreen, and measure delivery, GUI stalls and paint cost")
-    p.add_argument("--store", action="store_true",
-                   help="time opening a conversation of --messages messages from the history database")
+    mode = p.add_mutually_exclusive_group()  # one benchmark per run; none given: the engine's
+    mode.add_argument("--gui", action="store_true",
+                      help="stream one long reply (at least 1,000 tokens) through the real window, "
+                           "offscreen, and measure delivery, GUI stalls and paint cost")
+    mode.add_argument("--store", action="store_true",
+                      help="time opening a conversation of --messages messages from the history database")
+    mode.add_argument("--batch", action="store_true",
+                      help="decode 32 prompts online one after another, then with continuous batching; "
+                           "print batch_speedup and the slot count")
     p.add_argument("--messages", type=int, default=10_000, metavar="N", help="with --store (default 10000)")
-    p.add_argument("--batch", action="store_true",
-                   help="decode 32 prompts online one after another, then with continuous batching; "
-                        "print batch_speedup and the slot count")
     add_model_args(p)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.bench.engine import run_engine_bench
-
     if args.tokens < 2:
         raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
-    if args.store:
-        from app.bench.store import run as run_store_bench
-
-        result = run_store_bench(args.messages, args.rounds)
-    elif args.batch:
-        from app.bench.batch import run_batch_bench
-
-        result = run_batch_bench(args.model, load_options(args))
-    elif args.gui:
-        from app.bench.gui import run_gui_bench
-
-        result = run_gui_bench(args.model, load_options(args), max(args.tokens, 1024))
-    else:
-        result = run_engine_bench(args.model, load_options(args), args.tokens, args.rounds)
+    result = _bench(args)
     if args.json:
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")
@@ -55,3 +41,22 @@ def run(args: argparse.Namespace) -> int:
         for k, v in result.items():
             print(f"{k:>24}: {v}")
     return 0
+
+
+def _bench(args: argparse.Namespace) -> dict:
+    """The one benchmark the (mutually exclusive) mode flags chose."""
+    if args.store:
+        from app.bench.store import run as run_store_bench
+
+        return run_store_bench(args.messages, args.rounds)
+    if args.batch:
+        from app.bench.batch import run_batch_bench
+
+        return run_batch_bench(args.model, load_options(args))
+    if args.gui:
+        from app.bench.gui import run_gui_bench
+
+        return run_gui_bench(args.model, load_options(args), max(args.tokens, 1024))
+    from app.bench.engine import run_engine_bench
+
+    return run_engine_bench(args.model, load_options(args), args.tokens, args.rounds)

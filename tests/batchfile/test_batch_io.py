@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from app.cli import main
 from app.batch.engine import BatchEngine
-from app.batchfile.io import BatchInputError, done_ids, read_input
 from app.batchfile.job import BatchJob
+from app.batchfile.requests import BatchInputError, read_input
+from app.batchfile.results import done_ids
+from app.cli import main
 from app.engine.loader import LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
 
@@ -99,7 +100,11 @@ def test_job_writes_openai_records_errors_included_and_resumes(model_path, tmp_p
                                                                           s.results].index("ok2")].text
             assert recs["long"]["response"] is None and "slot holds 256" in recs["long"]["error"]["message"]
             assert recs["line-3"]["error"]["message"].startswith("line 3: malformed JSON")
-            assert ok["llamadesk"]["ttft_from_queue_s"] is None or ok["llamadesk"]["ttft_from_queue_s"] > 0
+            assert recs["line-3"]["error"]["code"] == "invalid_request"  # never reached the engine
+            assert recs["long"]["error"]["code"] == "context_overflow"
+            ttft = ok["llamadesk"]["ttft_from_queue_s"]  # None exactly when no text came
+            assert (ttft is None) == (body["choices"][0]["message"]["content"] == "")
+            assert ttft is None or ttft > 0
             again = BatchJob(f, out, DEFAULTS)
             assert again.todo == [] and again.skipped == 4
         finally:

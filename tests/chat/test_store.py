@@ -14,8 +14,8 @@ from app.chat import migrations
 from app.chat.errors import ConversationNotFound, StoreError, StoreUnavailableError, StoreVersionError
 from app.chat.records import COMPLETE, GENERATING, INTERRUPTED
 from app.chat.store import DB_NAME, Store, default_path, make_title
-from app.engine.errors import EngineError
 from app.engine.stats import ReplyStats
+from app.errors import LlamaDeskError
 
 
 def stats(**kw) -> ReplyStats:
@@ -96,7 +96,7 @@ def test_newer_database_is_refused_untouched():
         Store.open()
     msg = str(exc.value)
     assert str(path) in msg and "newer" in msg and "\n" not in msg
-    assert isinstance(exc.value, StoreError) and isinstance(exc.value, EngineError)
+    assert isinstance(exc.value, StoreError) and isinstance(exc.value, LlamaDeskError)
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == [DB_NAME]
 
@@ -301,7 +301,7 @@ def test_live_writers_reply_is_left_alone(store):
         assert other.get_conversation(cid).messages[-1].state == GENERATING
 
 
-def test_silent_writer_is_considered_dead(store, monkeypatch):
+def test_silent_writer_is_considered_dead(store):
     cid = store.create_conversation()
     r = store.begin_reply(cid)
     conn = sqlite3.connect(store.path)

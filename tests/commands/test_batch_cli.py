@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 PROMPTS = [f"Write one sentence about the number {i}." for i in range(10)]
 
 
@@ -33,6 +35,7 @@ def _ids(out):
     return [json.loads(line)["custom_id"] for line in out.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_and_every_request_is_answered_exactly_once(model_path, tmp_path):
     inp, out = tmp_path / "prompts.txt", tmp_path / "out.jsonl"
     inp.write_text("\n".join(PROMPTS) + "\n")

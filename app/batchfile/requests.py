@@ -1,25 +1,21 @@
-"""Batch files: OpenAI Batch API requests in, OpenAI batch output records out.
+"""Batch input: OpenAI Batch API request lines (or one plain prompt per line) in.
 
-Using OpenAI's formats means a batch prepared for a hosted API runs locally
-unchanged, and its results feed the same tooling. Each result is appended and
-flushed as it finishes, and the output file doubles as the resume journal:
-custom_ids already in it are skipped on the next run, so a crash or Ctrl+C
-loses only the requests that were mid-decode.
+Using OpenAI's request format means a batch prepared for a hosted API runs
+locally unchanged. A bad line does not stop the run: it becomes an item with
+an error, which the output records like any other result; only an input that
+is unusable as a whole raises BatchInputError.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.batch.types import BatchRequest
 from app.engine.prompt import Msg
-from app.batch.types import BatchRequest, BatchResult, BatchStats
-from app.errors import LlamaDeskError
 from app.engine.sampling import GenerationSettings
+from app.errors import LlamaDeskError
 
 CHAT_URL = "/v1/chat/completions"
 ROLES = ("system", "user", "assistant")
@@ -133,74 +129,3 @@ def _settings(body: dict, defaults: GenerationSettings) -> GenerationSettings:
         s.stop = tuple(stop)
     s.validate()
     return s
-
-
-# -- output ---------------------------------------------------------------------
-def done_ids(path: str | Path) -> set[str]:
-    """custom_ids already answered in an output file, dropping a half-written last line.
-
-    A run killed mid-write leaves a partial line; cutting it keeps the file valid
-    JSONL and lets its request run again."""
-    p = Path(path)
-    if not p.exists():
-        return set()
-    data = p.read_bytes()
-    keep = data[: data.rfind(b"\n") + 1]
-    if len(keep) != len(data):
-        with open(p, "r+b") as f:
-            f.truncate(len(keep))
-    ids = set()
-    for raw in keep.splitlines():
-        try:
-            rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("custom_id"), str):
-            ids.add(rec["custom_id"])
-    return ids
-
-
-class ResultWriter:
-    """Appends one record per finished request and flushes it at once."""
-
-    def __init__(self, path: str | Path, model_name: str):
-        self.path = Path(path)
-        self.model_name = model_name
-        self._f = open(self.path, "a", encoding="utf-8")
-
-    def write(self, res: BatchResult) -> None:
-        self._f.write(json.dumps(output_record(res, self.model_name), ensure_ascii=False) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
-
-    def write_error(self, item: InputItem) -> None:
-        self.write(BatchResult(item.custom_id, "", BatchStats(stop_reason="error", error=item.error),
-                               item.line))
-
-    def close(self) -> None:
-        self._f.close()
-
-
-def output_record(res: BatchResult, model_name: str) -> dict:
-    st = res.stats
-    rec = {"id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": res.custom_id}
-    stats = {**st.to_json(), "line": res.line}
-    if st.error is not None:
-        rec["response"] = None
-        rec["error"] = {"code": "invalid_request" if st.slot is None else "generation_failed",
-                        "message": st.error}
-    else:
-        body = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": res.text},
-                         "finish_reason": "length" if st.stop_reason == "length" else "stop"}],
-            "usage": {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.completion_tokens,
-                      "total_tokens": st.prompt_tokens + st.completion_tokens},
-        }
-        rec["response"] = {"status_code": 200, "request_id": body["id"], "body": body}
-        rec["error"] = None
-    rec["llamadesk"] = stats
-    return rec

@@ -1,0 +1,68 @@
+"""The one connection every part of the store shares, and its transactions.
+
+One connection guarded by a re-entrant lock, usable from any thread: the
+window reads on the UI thread while its engine thread saves the growing reply.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Self
+
+from app.chat.errors import ConversationNotFound, StoreError
+
+
+class StoreBase:
+    def __init__(self, conn: sqlite3.Connection, path: Path, fts: bool):
+        self._conn = conn
+        self._lock = threading.RLock()
+        self.path = path
+        self.fts = fts  # full-text index in use (else search scans with LIKE)
+        self.moved_to: Path | None = None  # where an unreadable database went
+        self.notice: str | None = None  # one line to show the user, if any
+        self.recovered = 0  # replies marked interrupted when this store opened
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise StoreError(self.path, "the history store is closed")
+            try:
+                yield self._conn
+            except sqlite3.Error as e:
+                raise StoreError(self.path, f"database error: {e}") from e
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: takes the write lock up front so a
+        concurrent writer waits (busy timeout) instead of failing mid-way."""
+        with self._read() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _require(self, conn: sqlite3.Connection, conv_id: int) -> None:
+        row = conn.execute("SELECT 1 FROM conversations WHERE id = ? AND deleted_at IS NULL",
+                           (conv_id,)).fetchone()
+        if row is None:
+            raise ConversationNotFound(self.path, f"no conversation with id {conv_id}")

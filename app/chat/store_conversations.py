@@ -1,0 +1,114 @@
+"""Conversation rows: create, list, load, rename, soft delete and purge.
+
+Deletion is soft (a `deleted_at` stamp) so the window can undo it; rows are
+really removed only by `purge_deleted`, which opening the store runs for
+anything deleted long enough ago.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from app.chat.errors import ConversationNotFound
+from app.chat.records import Conversation, ConversationSummary, StoredMessage
+from app.chat.store_base import StoreBase
+from app.engine.stats import ReplyStats
+
+
+class ConversationRows(StoreBase):
+    def create_conversation(self, title: str = "", system_prompt: str | None = None,
+                            model: str | None = None, settings: dict | None = None,
+                            created_at: float | None = None) -> int:
+        now = time.time() if created_at is None else created_at
+        with self._write() as c:
+            cur = c.execute(
+                "INSERT INTO conversations (title, created_at, updated_at, system_prompt, model, settings) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (title.strip(), now, now, system_prompt, model, json.dumps(settings or {})))
+            return cur.lastrowid
+
+    def list_conversations(self, limit: int | None = None) -> list[ConversationSummary]:
+        """Newest activity first, deleted ones left out."""
+        sql = ("SELECT c.id, c.title, c.created_at, c.updated_at, "
+               "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id), c.model "
+               "FROM conversations c WHERE c.deleted_at IS NULL ORDER BY c.updated_at DESC, c.id DESC")
+        args: tuple = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            args = (limit,)
+        with self._read() as c:
+            return [ConversationSummary(*row) for row in c.execute(sql, args)]
+
+    def get_conversation(self, conv_id: int) -> Conversation:
+        """The conversation with every message, its stats and context markers."""
+        with self._read() as c:
+            row = c.execute(
+                "SELECT id, title, created_at, updated_at, system_prompt, model, settings "
+                "FROM conversations WHERE id = ? AND deleted_at IS NULL", (conv_id,)).fetchone()
+            if row is None:
+                raise ConversationNotFound(self.path, f"no conversation with id {conv_id}")
+            rows = c.execute(
+                "SELECT id, conversation_id, role, content, created_at, updated_at, state, stats, "
+                "out_of_context FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,)).fetchall()
+        conv = Conversation(*row[:6], settings=json.loads(row[6] or "{}"))
+        from_json = ReplyStats.from_json
+        conv.messages = [
+            StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                          from_json(json.loads(r[7])) if r[7] else None, bool(r[8]))
+            for r in rows
+        ]
+        return conv
+
+    def rename_conversation(self, conv_id: int, title: str) -> None:
+        title = " ".join(title.split())
+        if not title:
+            raise ValueError("a conversation title cannot be empty")
+        with self._write() as c:
+            self._require(c, conv_id)
+            c.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conv_id))
+
+    def update_conversation(self, conv_id: int, *, system_prompt: str | None = None,
+                            model: str | None = None, settings: dict | None = None) -> None:
+        """Record what the latest turn used; None leaves a field as it was."""
+        sets, args = [], []
+        for col, val in (("system_prompt", system_prompt), ("model", model)):
+            if val is not None:
+                sets.append(f"{col} = ?")
+                args.append(val)
+        if settings is not None:
+            sets.append("settings = ?")
+            args.append(json.dumps(settings))
+        with self._write() as c:
+            self._require(c, conv_id)
+            if sets:
+                c.execute(f"UPDATE conversations SET {', '.join(sets)} WHERE id = ?", (*args, conv_id))
+
+    def delete_conversation(self, conv_id: int) -> None:
+        """Hide it from every listing; `restore_conversation` undoes this until it is purged."""
+        with self._write() as c:
+            self._require(c, conv_id)
+            c.execute("UPDATE conversations SET deleted_at = ? WHERE id = ?", (time.time(), conv_id))
+
+    def restore_conversation(self, conv_id: int) -> None:
+        with self._write() as c:
+            n = c.execute("UPDATE conversations SET deleted_at = NULL "
+                          "WHERE id = ? AND deleted_at IS NOT NULL", (conv_id,)).rowcount
+            if n == 0:
+                raise ConversationNotFound(self.path, f"no deleted conversation with id {conv_id} to restore")
+
+    def discard_conversation(self, conv_id: int) -> None:
+        """Delete at once, with no undo: for rolling back a conversation that
+        never got a turn, not for the user's delete (that is `delete_conversation`)."""
+        with self._write() as c:
+            c.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+
+    def purge_deleted(self, older_than_s: float = 0.0) -> int:
+        """Really delete conversations soft-deleted at least `older_than_s` ago."""
+        cutoff = time.time() - older_than_s
+        with self._read() as c:
+            row = c.execute("SELECT 1 FROM conversations WHERE deleted_at <= ? LIMIT 1", (cutoff,)).fetchone()
+        if row is None:
+            return 0
+        with self._write() as c:
+            return c.execute("DELETE FROM conversations WHERE deleted_at <= ?", (cutoff,)).rowcount

@@ -1,0 +1,151 @@
+"""Message rows, and replies saved from their first token.
+
+A reply is a row from the start: `begin_reply` creates it in state
+"generating", the caller saves the text as it grows, `finish_reply` seals it.
+A row still "generating" whose writer is gone was cut off by a crash;
+`recover_interrupted` turns it "interrupted", keeping its partial text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable
+
+from app.chat.errors import StoreError
+from app.chat.records import COMPLETE, GENERATING, INTERRUPTED, ROLES, STATES, Conversation
+from app.chat.store_base import StoreBase
+from app.chat.store_files import pid_alive
+from app.engine.stats import ReplyStats
+
+log = logging.getLogger("llamadesk.store")
+
+# A "generating" row whose writer process is alive is left alone unless its
+# writer has not saved for this long (a hung writer, or a reused pid).
+STALE_AFTER_S = 60.0
+TITLE_MAX = 60
+
+
+def make_title(text: str) -> str:
+    """A conversation's title from its first message: first line, shortened."""
+    line = " ".join(text.strip().split("\n", 1)[0].split())
+    return line if len(line) <= TITLE_MAX else line[: TITLE_MAX - 1].rstrip() + "…"
+
+
+def _stats_json(stats: ReplyStats | None) -> str | None:
+    return json.dumps(stats.to_json()) if stats is not None else None
+
+
+class MessageRows(StoreBase):
+    def add_message(self, conv_id: int, role: str, content: str, *, stats: ReplyStats | None = None,
+                    state: str = COMPLETE, out_of_context: bool = False,
+                    created_at: float | None = None, updated_at: float | None = None) -> int:
+        """Append a message; the first user message names an untitled conversation."""
+        if role not in ROLES:
+            raise ValueError(f"unknown message role {role!r}")
+        if state not in STATES:
+            raise ValueError(f"unknown message state {state!r}")
+        now = time.time()
+        created = now if created_at is None else created_at
+        with self._write() as c:
+            self._require(c, conv_id)
+            mid = _insert(c, conv_id, role, content, stats, state, out_of_context, created,
+                          created if updated_at is None else updated_at)
+            c.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", (now, conv_id))
+            if role == "user":
+                c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
+                          (make_title(content), conv_id))
+            return mid
+
+    def begin_reply(self, conv_id: int) -> int:
+        """An empty assistant message in state "generating"; save its text with `update_reply`."""
+        return self.add_message(conv_id, "assistant", "", state=GENERATING)
+
+    def update_reply(self, msg_id: int, text: str) -> None:
+        """Save the reply so far (and prove its writer is alive). The caller
+        saves at least once a second: that bounds what a crash can lose."""
+        with self._write() as c:
+            c.execute("UPDATE messages SET content = ?, updated_at = ?, writer_pid = ? WHERE id = ?",
+                      (text, time.time(), os.getpid(), msg_id))
+
+    def finish_reply(self, msg_id: int, text: str, stats: ReplyStats | None, *,
+                     state: str = COMPLETE, out_of_context: Iterable[int] | None = None) -> None:
+        """Seal a reply. `out_of_context` (message ids the context budget left
+        out of this reply's prompt) replaces the conversation's markers."""
+        if state not in (COMPLETE, INTERRUPTED):
+            raise ValueError(f"a finished reply is complete or interrupted, not {state!r}")
+        now = time.time()
+        with self._write() as c:
+            row = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (msg_id,)).fetchone()
+            if row is None:
+                raise StoreError(self.path, f"no message with id {msg_id}")
+            c.execute("UPDATE messages SET content = ?, updated_at = ?, state = ?, stats = ?, "
+                      "writer_pid = NULL WHERE id = ?", (text, now, state, _stats_json(stats), msg_id))
+            c.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", (now, row[0]))
+            if out_of_context is not None:
+                _mark(c, row[0], out_of_context)
+
+    def set_out_of_context(self, conv_id: int, message_ids: Iterable[int]) -> None:
+        """Mark exactly these messages as outside the context (all others inside)."""
+        with self._write() as c:
+            self._require(c, conv_id)
+            _mark(c, conv_id, message_ids)
+
+    def delete_message(self, msg_id: int) -> None:
+        """Remove one message; used to roll back a turn that failed before any text."""
+        with self._write() as c:
+            c.execute("DELETE FROM messages WHERE id = ?", (msg_id,))
+
+    def recover_interrupted(self) -> int:
+        """Turn replies whose writer died (or went silent) into "interrupted"."""
+        with self._read() as c:
+            rows = c.execute("SELECT id, writer_pid, updated_at FROM messages WHERE state = ?",
+                             (GENERATING,)).fetchall()
+        now = time.time()
+        dead = [r[0] for r in rows
+                if r[1] is None or not pid_alive(r[1]) or now - (r[2] or 0) > STALE_AFTER_S]
+        if not dead:
+            return 0
+        with self._write() as c:
+            c.executemany("UPDATE messages SET state = ?, writer_pid = NULL WHERE id = ? AND state = ?",
+                          [(INTERRUPTED, i, GENERATING) for i in dead])
+        log.info("marked %d cut-off replies as interrupted", len(dead))
+        return len(dead)
+
+    def import_conversation(self, conv: Conversation) -> int:
+        """Write a whole conversation in one transaction (all or nothing); returns its new id.
+
+        A message still "generating" in the source has no writer here, so it
+        arrives "interrupted".
+        """
+        with self._write() as c:
+            cur = c.execute(
+                "INSERT INTO conversations (title, created_at, updated_at, system_prompt, model, settings) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (conv.title, conv.created_at, conv.updated_at, conv.system_prompt, conv.model,
+                 json.dumps(conv.settings)))
+            cid = cur.lastrowid
+            for m in conv.messages:
+                state = INTERRUPTED if m.state == GENERATING else m.state
+                _insert(c, cid, m.role, m.content, m.stats, state, m.out_of_context,
+                        m.created_at, m.updated_at)
+            return cid
+
+
+def _insert(c, conv_id, role, content, stats, state, out_of_context, created, updated) -> int:
+    cur = c.execute(
+        "INSERT INTO messages (conversation_id, role, content, created_at, updated_at, state, stats, "
+        "out_of_context, writer_pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (conv_id, role, content, created, updated, state, _stats_json(stats), int(out_of_context),
+         os.getpid() if state == GENERATING else None))
+    return cur.lastrowid
+
+
+def _mark(c, conv_id: int, message_ids: Iterable[int]) -> None:
+    ids = sorted(set(message_ids))
+    c.execute("UPDATE messages SET out_of_context = 0 WHERE conversation_id = ? AND out_of_context = 1",
+              (conv_id,))
+    c.executemany("UPDATE messages SET out_of_context = 1 WHERE id = ? AND conversation_id = ?",
+                  [(i, conv_id) for i in ids])

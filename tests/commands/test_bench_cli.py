@@ -1,0 +1,31 @@
+"""`llamadesk bench` picks one benchmark per run; two mode flags are a usage error."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.bench import engine as engine_bench
+from app.cli import main
+
+
+def test_two_modes_are_refused_by_argparse_with_one_error_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--gui", "--batch"])
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and err.rstrip("\n").splitlines()[-1] == errors[0]
+    assert "--gui" in errors[0] and "--batch" in errors[0] and "Traceback" not in err
+    assert out == ""
+
+
+def test_no_mode_runs_the_engine_bench(monkeypatch, capsys):
+    calls = []
+
+    def fake(model, opts, tokens, rounds):
+        calls.append((tokens, rounds))
+        return {"ran": "engine"}
+
+    monkeypatch.setattr(engine_bench, "run_engine_bench", fake)
+    assert main(["bench", "--tokens", "8", "--rounds", "1"]) == 0
+    assert calls == [(8, 1)] and "engine" in capsys.readouterr().out
