@@ -5,6 +5,10 @@ downloads) can run beside the widgets. The engine does not use the loop's
 executor: it has its own thread (see engine_thread), which the window stops
 *before* the loop closes; closing a qasync loop waits for executor jobs and
 would hang on a reply still decoding (qasync issue 115).
+
+Qt is imported inside run_window, after platform_check: a missing system
+library (libxcb-cursor0, libEGL...) then reads as one line, not a core dump
+or an ImportError traceback.
 """
 
 from __future__ import annotations
@@ -14,15 +18,21 @@ import signal
 import sys
 from pathlib import Path
 
-import qasync
-from PySide6.QtCore import QTimer
-from PySide6.QtGui import QIcon
-from PySide6.QtWidgets import QApplication
-
-from app.ui.window import MainWindow
+from app.ui import platform_check
 
 
 def run_window(model: str | None = None) -> int:
+    problem = platform_check.check()
+    if problem:
+        print(f"llamadesk: error: {problem}", file=sys.stderr)
+        return 2
+    import qasync
+    from PySide6.QtCore import QTimer
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.window import MainWindow
+
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "llamadesk"])
     app.setApplicationName("LlamaDesk")
     app.setApplicationDisplayName("LlamaDesk")
