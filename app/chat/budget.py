@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.engine.prompt import Msg
 from app.engine.errors import ContextOverflowError
+from app.engine.prompt import Msg
 
 
 @dataclass

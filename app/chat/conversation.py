@@ -1,15 +1,17 @@
 """The conversation the window shows, as plain data (no Qt).
 
-Kept apart from the widgets so the SQLite store (issue 4) can load and save it
+Kept apart from the widgets so the store can load it and the recorder save it
 without knowing about the view, and so tests can check regenerate/edit logic
 without a window. Indices here are the ones `ChatEngine.reply(...).dropped`
-refers to: the history passed to the engine is `messages` in order.
+refers to: the history passed to the engine is `messages` in order. Its only
+file format is the store's transcript (app/chat/transcript.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.chat.records import COMPLETE
 from app.engine.prompt import Msg
 from app.engine.stats import ReplyStats
 
@@ -21,18 +23,7 @@ class ChatMessage:
     stats: ReplyStats | None = None
     out_of_context: bool = False  # the context budget left it out of the last prompt
     id: int | None = None  # the store's message id, once saved
-    state: str = "complete"  # "interrupted": cut off (a crash, a switch) with partial text kept
-
-    def to_json(self) -> dict:
-        return {"role": self.role, "content": self.content,
-                "stats": self.stats.to_json() if self.stats else None,
-                "out_of_context": self.out_of_context}
-
-    @classmethod
-    def from_json(cls, d: dict) -> ChatMessage:
-        st = d.get("stats")
-        return cls(d["role"], d["content"], ReplyStats.from_json(st) if st else None,
-                   bool(d.get("out_of_context", False)))
+    state: str = COMPLETE  # INTERRUPTED: cut off (an error, a crash, a switch) with its text kept
 
 
 @dataclass
@@ -92,10 +83,6 @@ class Conversation:
                 changed.append(i)
         return changed
 
-    def to_json(self) -> dict:
-        return {"title": self.title, "system_prompt": self.system_prompt,
-                "messages": [m.to_json() for m in self.messages]}
-
     @classmethod
     def from_store(cls, stored) -> Conversation:
         """From app.chat.records.Conversation: what reopening a saved chat shows.
@@ -105,10 +92,5 @@ class Conversation:
         """
         msgs = [ChatMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state)
                 for m in stored.messages if m.role in ("user", "assistant")
-                and not (m.role == "assistant" and m.state != "complete" and not m.content)]
+                and not (m.role == "assistant" and m.state != COMPLETE and not m.content)]
         return cls(stored.system_prompt or "", msgs, stored.title, stored.id)
-
-    @classmethod
-    def from_json(cls, d: dict) -> Conversation:
-        return cls(d.get("system_prompt", ""), [ChatMessage.from_json(m) for m in d.get("messages", [])],
-                   d.get("title", ""))

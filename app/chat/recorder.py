@@ -1,17 +1,24 @@
-"""One chat turn, answered by the engine and written to the store as it happens.
+"""Recording chat turns in the store: the one policy the window and `llamadesk ask` share.
 
-`llamadesk ask` calls `record_turn`: the user's message is saved before
-generation starts, the reply while it grows (at least once a second), and its
-stats and the context budget's out-of-context markers when it ends. The window
-saves through app/ui/saving.py instead, on the GUI thread, because it also
-takes turns back (regenerate, edit) and keeps its own conversation model; both
-write the same rows through the same Store calls (begin/update/finish_reply).
+Both front ends record a turn through TurnRecorder, so a conversation saved by
+either reads the same: the question is saved before generation starts, the
+growing reply at least every SAVE_EVERY_S (a crash loses at most that much),
+the sampling settings and the model's identity with the conversation, and the
+stats with the reply. Whatever was shown to the user is kept: a reply that
+failed or was left after some text is sealed "interrupted" with that text. A
+turn that failed before any text is rolled back, because nothing of it was
+shown (the window puts the question back in the message box).
+
+The store is safe from any thread, and each call here is one short
+transaction, so the window records from its GUI thread and the CLI from its
+worker thread. Never imports Qt.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.chat.errors import StoreError
@@ -21,10 +28,139 @@ from app.chat.store import Store
 from app.engine.decoder import CancelToken, EventSink
 from app.engine.events import Event, TextDelta
 from app.engine.sampling import GenerationSettings
+from app.engine.stats import ReplyStats
 
 log = logging.getLogger("llamadesk.recorder")
 
 SAVE_EVERY_S = 0.5  # twice the promised rate: a crash loses well under a second
+
+ErrorSink = Callable[[str], None]
+
+
+@dataclass
+class Turn:
+    """The store rows of one turn while it is recorded."""
+
+    conversation_id: int
+    user_message_id: int
+    reply_message_id: int
+    history_ids: Sequence[int | None]  # the store id of each history message sent with the turn
+    created: bool  # the conversation was created by this turn
+    reply: Reply | None = None
+    state: str | None = None  # how the reply was sealed; None: rolled back (nothing was shown)
+
+
+def reply_state(stats: ReplyStats | None) -> str:
+    """A reply that ended in an error is kept as what it is: cut off."""
+    return INTERRUPTED if stats is None or stats.error is not None else COMPLETE
+
+
+class TurnRecorder:
+    """Writes turns to one store. `on_error` None: store errors raise (the CLI
+    reports them and stops); otherwise each is reported once through it and the
+    chat goes on unsaved (the window). A failed save of the growing reply is
+    only logged either way: a full disk must not stop the reply being watched.
+    """
+
+    def __init__(self, store: Store, on_error: ErrorSink | None = None):
+        self.store = store
+        self.model: dict | None = None  # ChatEngine.identity() of the model answering
+        self._on_error = on_error
+        self._reported = False
+
+    def _guard(self, what: str, fn):
+        if self._on_error is None:
+            return fn()
+        try:
+            return fn()
+        except (StoreError, OSError, ValueError) as e:
+            log.warning("could not %s: %s", what, e)
+            if not self._reported:
+                self._reported = True
+                self._on_error(f"Conversation history is not being saved ({what}: {e}).")
+            return None
+
+    def _conversation_fields(self, system: str | None, settings: GenerationSettings) -> dict:
+        meta = settings.to_json()
+        if self.model is not None:
+            meta["model"] = self.model
+        return {"system_prompt": system, "settings": meta,
+                "model": self.model["file"] if self.model else None}
+
+    def begin(self, conv_id: int | None, user_text: str, system: str | None,
+              settings: GenerationSettings, history_ids: Sequence[int | None] = ()) -> Turn | None:
+        """Save the question and an empty reply row ("generating") before generation starts."""
+        def save() -> Turn:
+            fields = self._conversation_fields(system, settings)
+            created = conv_id is None
+            cid = self.store.create_conversation(**fields) if created else conv_id
+            if not created:
+                self.store.update_conversation(cid, **fields)
+            user_id = self.store.add_message(cid, "user", user_text)
+            return Turn(cid, user_id, self.store.begin_reply(cid), list(history_ids), created)
+        return self._guard("save the question", save)
+
+    def progress(self, turn: Turn | None, text: str) -> None:
+        if turn is None:
+            return
+        try:
+            self.store.update_reply(turn.reply_message_id, text)
+        except StoreError as e:
+            log.warning("could not save the growing reply: %s", e)
+
+    def finish(self, turn: Turn | None, reply: Reply) -> str | None:
+        """Seal the reply with its stats and out-of-context markers; returns its state.
+
+        A reply that ended in an engine error keeps its text as interrupted; one
+        with no text at all is rolled back like any turn that showed nothing.
+        """
+        if turn is None:
+            return None
+        turn.reply = reply
+        state = reply_state(reply.stats)
+        if state == INTERRUPTED and not reply.text:
+            self.abandon(turn, "")
+            return None
+        ooc = [turn.history_ids[i] for i in reply.dropped
+               if i < len(turn.history_ids) and turn.history_ids[i] is not None]
+        self._guard("save the reply", lambda: self.store.finish_reply(
+            turn.reply_message_id, reply.text, reply.stats, state=state, out_of_context=ooc))
+        turn.state = state
+        return state
+
+    def abandon(self, turn: Turn | None, text: str, keep_question: bool = False,
+                stats: ReplyStats | None = None) -> bool:
+        """The turn ended without a normal finish (an exception, the user left it).
+
+        With text, the reply is kept, marked interrupted (True). Without, it is
+        removed, and the question too unless `keep_question`: the user left it
+        on screen and moved on (False).
+        """
+        if turn is None:
+            return False
+        if text:
+            self._guard("save the reply", lambda: self.store.finish_reply(
+                turn.reply_message_id, text, stats, state=INTERRUPTED))
+            turn.state = INTERRUPTED
+            return True
+
+        def rollback() -> None:
+            if turn.created and not keep_question:
+                self.store.discard_conversation(turn.conversation_id)
+                return
+            self.store.delete_message(turn.reply_message_id)
+            if not keep_question:
+                self.store.delete_message(turn.user_message_id)
+        self._guard("remove the reply", rollback)
+        return False
+
+    def remove(self, message_ids: Sequence[int | None]) -> None:
+        """Messages taken back by regenerate or edit."""
+        def delete() -> None:
+            for mid in message_ids:
+                if mid is not None:
+                    self.store.delete_message(mid)
+        self._guard("remove messages", delete)
 
 
 class ReplySaver:
@@ -33,14 +169,14 @@ class ReplySaver:
     A timer rather than "on the next event": when the machine is busy a token
     can take longer than a second, and the text before it must not wait for
     it. Each tick also refreshes the row's heartbeat, so during a long
-    prefill other processes still see a live writer. Use it as a context
-    manager around the generation.
+    prefill other processes still see a live writer. The window does the same
+    with a Qt timer at the same interval.
     """
 
-    def __init__(self, store: Store, msg_id: int, every_s: float = SAVE_EVERY_S):
+    def __init__(self, recorder: TurnRecorder, turn: Turn, every_s: float = SAVE_EVERY_S):
         if every_s <= 0:
             raise ValueError(f"the save interval must be positive, got {every_s}")
-        self.store, self.msg_id, self.every_s = store, msg_id, every_s
+        self.recorder, self.turn, self.every_s = recorder, turn, every_s
         self.parts: list[str] = []
         self.saves = 0
         self._stop = threading.Event()
@@ -55,11 +191,8 @@ class ReplySaver:
             self.parts.append(ev.text)
 
     def save(self) -> None:
-        try:
-            self.store.update_reply(self.msg_id, self.text)
-            self.saves += 1
-        except StoreError as e:  # a full disk must not kill the reply the user is watching
-            log.warning("could not save the growing reply: %s", e)
+        self.recorder.progress(self.turn, self.text)
+        self.saves += 1
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -75,37 +208,24 @@ class ReplySaver:
         self._thread.join()
 
 
-@dataclass
-class Turn:
-    conversation_id: int
-    user_message_id: int
-    reply_message_id: int
-    reply: Reply
-
-
-def record_turn(store: Store, engine: ChatEngine, conv_id: int | None, user_text: str,
+def record_turn(recorder: TurnRecorder, engine: ChatEngine, conv_id: int | None, user_text: str,
                 settings: GenerationSettings, system: str | None = None,
                 on_event: EventSink | None = None, cancel: CancelToken | None = None,
-                model: str | None = None, save_every_s: float = SAVE_EVERY_S) -> Turn:
+                save_every_s: float = SAVE_EVERY_S) -> Turn:
     """Answer `user_text` in conversation `conv_id` (None: start a new one) and record it.
 
     `system` None keeps the conversation's system prompt; a new one replaces it.
-    If generation fails before any text, the turn is rolled back (nothing is
-    left behind to confuse the next turn); after some text it is kept as
-    "interrupted" and the error propagates.
+    An exception after some text keeps that text (interrupted) and propagates.
     """
-    created = conv_id is None
-    if created:
-        conv_id = store.create_conversation(system_prompt=system, model=model, settings=settings.to_json())
-        history, ids = [], []
-    else:
+    store = recorder.store
+    history, ids = [], []
+    if conv_id is not None:
         conv = store.get_conversation(conv_id)
         system = conv.system_prompt if system is None else system
         history, ids = conv.history()
-        store.update_conversation(conv_id, system_prompt=system, model=model, settings=settings.to_json())
-    user_id = store.add_message(conv_id, "user", user_text)
-    reply_id = store.begin_reply(conv_id)
-    saver = ReplySaver(store, reply_id, save_every_s)
+    recorder.model = engine.identity()
+    turn = recorder.begin(conv_id, user_text, system, settings, ids)
+    saver = ReplySaver(recorder, turn, save_every_s)
 
     def sink(ev: Event) -> None:
         saver(ev)
@@ -116,14 +236,7 @@ def record_turn(store: Store, engine: ChatEngine, conv_id: int | None, user_text
         with saver:
             reply = engine.reply(history, user_text, settings, system, sink, cancel)
     except BaseException:
-        if saver.text:
-            store.finish_reply(reply_id, saver.text, None, state=INTERRUPTED)
-        elif created:
-            store.discard_conversation(conv_id)
-        else:
-            store.delete_message(reply_id)
-            store.delete_message(user_id)
+        recorder.abandon(turn, saver.text)
         raise
-    store.finish_reply(reply_id, reply.text, reply.stats, state=COMPLETE,
-                       out_of_context=[ids[i] for i in reply.dropped])
-    return Turn(conv_id, user_id, reply_id, reply)
+    recorder.finish(turn, reply)
+    return turn

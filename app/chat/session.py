@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.chat.budget import fit_history
-from app.engine.prompt import Msg, chat_format
 from app.engine.decoder import CancelToken, Decoder, EventSink
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.models import Progress, resolve_model
+from app.engine.prompt import Msg, chat_format
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 
@@ -38,6 +38,13 @@ class ChatEngine:
         """Load `path` (or the default model, assembling it on first use)."""
         return cls(load_model(resolve_model(path, progress), options))
 
+    def identity(self) -> dict:
+        """What a saved conversation records as "the model": the file a user recognises,
+        and the facts that tell two copies or quantizations of a model apart."""
+        h = self.model.header
+        return {"file": h.path.name, "name": h.name, "architecture": h.architecture,
+                "quantization": h.quantization, "parameters": h.parameters or None, "size": h.size}
+
     @property
     def n_ctx(self) -> int:
         return self.decoder.n_ctx
@@ -60,7 +67,9 @@ class ChatEngine:
         settings.validate()
         fit = fit_history(system, history, user_text, settings.max_tokens, self.n_ctx,
                           self.prompt_tokens)
-        stop = tuple(dict.fromkeys((*self.format.stop, *settings.stop)))
+        # ignore_eos (benchmarks) means "decode exactly max_tokens": the format's stops go too.
+        fmt_stop = () if settings.ignore_eos else self.format.stop
+        stop = tuple(dict.fromkeys((*fmt_stop, *settings.stop)))
         run = GenerationSettings(**{**settings.__dict__, "stop": stop})
         done = self.decoder.generate(fit.tokens, run, on_event, cancel)
         done.stats.dropped_messages = len(fit.dropped)

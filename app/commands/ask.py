@@ -12,13 +12,13 @@ import argparse
 import json
 import sys
 import threading
-from pathlib import Path
 
-from app.chat.recorder import record_turn
+from app.chat.recorder import TurnRecorder, record_turn
 from app.chat.session import ChatEngine, Reply
 from app.chat.store import Store
 from app.commands.common import add_model_args, add_sampling_args, load_options, note, sampling
 from app.engine.decoder import CancelToken
+from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
 
 
@@ -110,10 +110,10 @@ def _ask(args: argparse.Namespace, settings, store: Store | None) -> int:
                 lambda cancel: engine.reply(history, args.prompt, settings, system, on_event, cancel))
         else:
             turn = generate_interruptibly(
-                lambda cancel: record_turn(store, engine, args.continue_id, args.prompt, settings,
-                                           args.system, on_event, cancel,
-                                           model=Path(report.model_path).name))
-            reply, conv_id = turn.reply, turn.conversation_id
+                lambda cancel: record_turn(TurnRecorder(store), engine, args.continue_id, args.prompt,
+                                           settings, args.system, on_event, cancel))
+            reply = turn.reply
+            conv_id = turn.conversation_id if turn.state else None
         if args.json:
             json.dump({"text": reply.text, "model": report.model_path, "stats": reply.stats.to_json(),
                        "conversation": conv_id},
@@ -127,6 +127,9 @@ def _ask(args: argparse.Namespace, settings, store: Store | None) -> int:
             print(reply.stats.summary(), file=sys.stderr)
             if conv_id is not None:
                 note(f"saved as conversation {conv_id} (continue it with --continue {conv_id})")
+        if reply.stats.error is not None:
+            # The text so far was shown and is kept (interrupted); the failure is one line.
+            raise GenerationError(f"the reply stopped: {reply.stats.error}")
         return 0
     finally:
         engine.close()

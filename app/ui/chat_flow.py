@@ -5,9 +5,10 @@ do the painting. The frame timer (16 ms) appends the text received since the
 last frame, so a burst of tokens costs one paint, never one per token. The
 gauge timer (100 ms) refreshes the gauges and the waiting line, so they move
 even while no event arrives (TTFT counts up during a long prefill). A third
-(500 ms) saves the reply so far, so a crash loses at most half a second of it;
-a reply the user leaves (new chat, switching, closing) is sealed as
-"interrupted" with its text, never dropped.
+saves the reply so far every SAVE_EVERY_S through the same TurnRecorder that
+`llamadesk ask` uses, so both follow one policy: whatever the user was shown
+is kept, and a reply that failed or was left after some text is sealed
+"interrupted" with that text.
 """
 
 from __future__ import annotations
@@ -17,19 +18,21 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.chat.conversation import ChatMessage, Conversation
+from app.chat.live_gauges import LiveGauges
+from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
+from app.chat.records import INTERRUPTED
+from app.chat.session import Reply
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
-from app.chat.conversation import ChatMessage, Conversation
 from app.ui.engine_thread import EngineBridge, Job
-from app.chat.live_gauges import LiveGauges
 from app.ui.gauges import GaugesPanel
 from app.ui.message_bar import MessageBar
 
 FRAME_MS = 16
 GAUGE_MS = 100
-SAVE_MS = 500  # the growing reply reaches the store this often (the issue allows 1 s)
 
 
 class ChatFlow(QObject):
@@ -40,12 +43,12 @@ class ChatFlow(QObject):
 
     def __init__(self, bridge: EngineBridge, view: ChatView, composer: Composer, panel: GaugesPanel,
                  bar: MessageBar, settings: Callable[[], GenerationSettings],
-                 streaming: Callable[[], bool], parent=None):
+                 streaming: Callable[[], bool], recorder: TurnRecorder | None = None, parent=None):
         super().__init__(parent)
         self.bridge, self.view, self.composer, self.panel, self.bar = bridge, view, composer, panel, bar
         self.settings_source, self._streaming = settings, streaming
         self.conversation = Conversation()
-        self.saver = None  # a ConversationSaver when the history store is open
+        self.recorder = recorder  # None: no history store, the chat is not saved
         self.gauges = LiveGauges()
         self.model_ready = False
         self.n_ctx = 0
@@ -58,14 +61,13 @@ class ChatFlow(QObject):
         self._gauge = QTimer(self)
         self._gauge.setInterval(GAUGE_MS)
         self._gauge.timeout.connect(self._refresh_gauges)
-        self._reply_id: int | None = None  # the store row of the reply being generated
+        self._turn: Turn | None = None  # the store rows of the reply being generated
         self._save = QTimer(self)
-        self._save.setInterval(SAVE_MS)
+        self._save.setInterval(int(SAVE_EVERY_S * 1000))
         self._save.timeout.connect(self._save_progress)
-        w = bridge.worker
-        w.event.connect(self._on_event)
-        w.replied.connect(self._on_replied)
-        w.failed.connect(self._on_failed)
+        bridge.event.connect(self._on_event)
+        bridge.replied.connect(self._on_replied)
+        bridge.failed.connect(self._on_failed)
         composer.send_clicked.connect(self.send)
         composer.stop_clicked.connect(self.stop)
 
@@ -118,8 +120,8 @@ class ChatFlow(QObject):
         if got is None:
             return None
         text, removed = got
-        if self.saver is not None:
-            self.saver.removed(removed)
+        if self.recorder is not None:
+            self.recorder.remove([m.id for m in removed])
         return text
 
     def new_chat(self, conversation: Conversation | None = None) -> None:
@@ -132,12 +134,16 @@ class ChatFlow(QObject):
 
     # -- one reply ----------------------------------------------------------
     def _ask(self, text: str, settings: GenerationSettings) -> None:
-        idx = self.conversation.add("user", text)
-        self.view.add_message(self.conversation.messages[idx])
-        if self.saver is not None:
-            self.saver.question_sent(self.conversation, self.conversation.messages[idx])
-            self._reply_id = self.saver.reply_started(self.conversation)
-        job = Job(self.conversation.history(idx), text, settings, self.conversation.system())
+        conv = self.conversation
+        idx = conv.add("user", text)
+        self.view.add_message(conv.messages[idx])
+        if self.recorder is not None:
+            self._turn = self.recorder.begin(conv.id, text, conv.system(), settings,
+                                             [m.id for m in conv.messages[:idx]])
+            if self._turn is not None:
+                conv.id = self._turn.conversation_id
+                conv.messages[idx].id = self._turn.user_message_id
+        job = Job(conv.history(idx), text, settings, conv.system())
         self.job = job
         self._parts, self._painted = [], 0
         self.gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx)
@@ -174,51 +180,79 @@ class ChatFlow(QObject):
         if self.busy and not (self._streaming() and self._parts):
             self.view.live_status(self._waiting_line(snap.elapsed_s))
 
-    def _on_replied(self, job: Job, reply) -> None:
+    def _current(self, job: Job) -> bool:
         self.bridge.job_done(job)
-        if self.job is None or job.id != self.job.id:
+        return self.job is not None and job.id == self.job.id
+
+    def _on_replied(self, job: Job, reply: Reply) -> None:
+        if not self._current(job):
+            return
+        if reply.stats.error is not None:
+            self._fail(reply.stats.error, False, reply)
             return
         msg = ChatMessage("assistant", reply.text, reply.stats)
         for i in self.conversation.mark_dropped(reply.dropped):
             self.view.update_message(i, self.conversation.messages[i])
         self.conversation.messages.append(msg)
-        if self.saver is not None:
-            self.saver.reply_finished(self.conversation, msg, self._reply_id)
+        if self.recorder is not None and self.recorder.finish(self._turn, reply):
+            msg.id = self._turn.reply_message_id
         self.view.end_live(msg)  # the whole reply, once, as Markdown (both modes)
         self.gauges.finish(reply.stats, time.perf_counter())
         self._end_job()
         self.reply_finished.emit(msg)
 
     def _on_failed(self, job: Job, message: str, overflow: bool) -> None:
-        self.bridge.job_done(job)
-        if self.job is None or job.id != self.job.id:
+        if self._current(job):
+            self._fail(message, overflow, None)
+
+    def _fail(self, message: str, overflow: bool, reply: Reply | None) -> None:
+        """The one failure policy: text the user saw stays (interrupted); with none, the
+        question goes back in the box, since nothing of the turn was answered."""
+        text = reply.text if reply is not None else "".join(self._parts)
+        stats = reply.stats if reply is not None else None
+        kind = "Context overflow: " if overflow else "Error: "
+        if text:
+            msg = ChatMessage("assistant", text, stats, state=INTERRUPTED)
+            self.conversation.messages.append(msg)
+            if self.recorder is not None and self.recorder.abandon(self._turn, text, stats=stats):
+                msg.id = self._turn.reply_message_id
+            self.view.end_live(msg)
+            if stats is not None:
+                self.gauges.finish(stats, time.perf_counter())
+            else:
+                self.gauges.fail(time.perf_counter())
+            self._end_job()
+            self.bar.show_message(kind + message + " (the reply so far is kept)", "error")
+            self.reply_failed.emit(message)
             return
-        # Give the question back: it was never answered, and typing must not be lost.
-        if self.saver is not None:
-            self.saver.reply_failed(self._reply_id)
-        text = self._take_back() or ""
+        if self.recorder is not None:
+            self.recorder.abandon(self._turn, "")
+        got = self.conversation.take_last_exchange()
+        question = got[0] if got else ""
         self.view.truncate(len(self.conversation.messages))
         typed = self.composer.text()
-        self.composer.set_text(text + ("\n" + typed if typed.strip() else ""))
+        self.composer.set_text(question + ("\n" + typed if typed.strip() else ""))
         self.gauges.fail(time.perf_counter())
         self._end_job()
-        hint = " (your message is back in the box)" if text else ""
-        self.bar.show_message(("Context overflow: " if overflow else "Error: ") + message + hint, "error")
+        hint = " (your message is back in the box)" if question else ""
+        self.bar.show_message(kind + message + hint, "error")
         self.reply_failed.emit(message)
 
     def _save_progress(self) -> None:
-        if self.saver is not None and self.busy:
-            self.saver.reply_progress(self._reply_id, "".join(self._parts))
+        if self.recorder is not None and self.busy:
+            self.recorder.progress(self._turn, "".join(self._parts))
 
     def _cut_reply(self) -> None:
-        if self.saver is not None and self.busy:
-            self.saver.reply_cut(self._reply_id, "".join(self._parts))
+        """The user left the reply (new chat, switch, close): the question stays, and so
+        does any text shown, sealed as interrupted."""
+        if self.recorder is not None and self.busy:
+            self.recorder.abandon(self._turn, "".join(self._parts), keep_question=True)
 
     def _end_job(self) -> None:
         self._frame.stop()
         self._gauge.stop()
         self._save.stop()
-        self._reply_id = None
+        self._turn = None
         self.job = None
         self.view.discard_live()
         self.composer.set_busy(False)

@@ -1,10 +1,13 @@
-"""The one thread that owns the ChatEngine, and the GUI-side handle to it.
+"""The chat's engine thread, which owns the ChatEngine, and the GUI-side handle to it.
 
-llama.cpp objects are not thread-safe, and a decode step must never run on
-the GUI thread, so every engine call happens in EngineWorker's slots on a
-dedicated QThread. The worker never touches widgets: it only emits signals,
-which Qt queues to the GUI thread. Requests go the other way as queued
-signals too, so calls are serialized in the order they were made.
+A llama context is used by exactly one thread (the rule is in app/engine's
+docstring), and a decode step must never run on the GUI thread, so every call
+on the chat's context happens in EngineWorker's slots on a dedicated QThread.
+The worker never touches widgets: it only emits signals, which Qt queues to
+the GUI thread. Requests go the other way as queued signals too, so calls are
+serialized in the order they were made. The loaded weights travel to the GUI
+thread only as a handle in `Loaded`, for the batch thread to build its own
+context on; the GUI thread never calls them.
 
 Stopping does not wait for the queue: CancelToken is a threading.Event the
 GUI sets directly, and the decode loop checks it every token (and llama.cpp's
@@ -16,17 +19,17 @@ from __future__ import annotations
 import itertools
 import logging
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.engine.prompt import Msg
 from app.chat.session import ChatEngine
 from app.engine.decoder import CancelToken
 from app.engine.errors import ContextOverflowError, EngineError
-from app.engine.loader import LoadOptions, LoadReport
+from app.engine.loader import LoadedModel, LoadOptions, LoadReport
+from app.engine.prompt import Msg
 from app.engine.sampling import GenerationSettings
 
 log = logging.getLogger("llamadesk.ui.engine")
@@ -49,6 +52,8 @@ class Loaded:
     report: LoadReport
     notice: str | None
     n_ctx: int
+    identity: dict  # ChatEngine.identity(): what a saved conversation records as the model
+    model: LoadedModel  # the shared weights; only another thread's own context may use them
 
 
 @dataclass
@@ -97,7 +102,8 @@ class EngineWorker(QObject):
             return
         self.engine = eng
         path = req.path or eng.model.report.model_path
-        self.loaded.emit(Loaded(str(Path(path)), eng.model.report, eng.notice, eng.n_ctx))
+        self.loaded.emit(Loaded(str(Path(path)), eng.model.report, eng.notice, eng.n_ctx,
+                                eng.identity(), eng.model))
 
     @Slot(object)
     def generate(self, job: Job) -> None:
@@ -125,13 +131,34 @@ class EngineWorker(QObject):
             self.engine = None
 
 
-class EngineBridge(QObject):
-    """GUI-thread handle: owns the worker thread, forwards requests, shuts down."""
+class ChatRouter(Protocol):
+    """Something that may answer a chat turn instead of the engine thread (the Batch
+    window's online slot) and reports it through signals shaped like the worker's."""
 
+    chat_event: Signal
+    chat_replied: Signal
+    chat_failed: Signal
+
+    def route(self, job: Job) -> bool: ...
+
+
+class EngineBridge(QObject):
+    """GUI-thread handle: owns the worker thread, forwards requests, shuts down.
+
+    Its signals carry every chat turn's events, whoever answered it (this
+    thread or the router), so the chat flow listens in one place.
+    """
+
+    loaded = Signal(object)  # Loaded
+    load_failed = Signal(str)
+    load_progress = Signal(int, int)
+    event = Signal(object, object)  # job id, engine event
+    replied = Signal(object, object)  # Job, Reply
+    failed = Signal(object, str, bool)  # Job, message, is a context overflow
     _request_load = Signal(object)
     _request_generate = Signal(object)
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, router: ChatRouter | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.thread = QThread()
         self.thread.setObjectName("llamadesk-engine")
@@ -139,10 +166,18 @@ class EngineBridge(QObject):
         self.worker.moveToThread(self.thread)
         self._request_load.connect(self.worker.load)
         self._request_generate.connect(self.worker.generate)
+        w = self.worker
+        self._forwarded = ((w.loaded, self.loaded), (w.load_failed, self.load_failed),
+                           (w.load_progress, self.load_progress), (w.event, self.event),
+                           (w.replied, self.replied), (w.failed, self.failed))
+        for src, dst in self._forwarded:
+            src.connect(dst)
+        self.router = router
+        if router is not None:
+            router.chat_event.connect(self.event)
+            router.chat_replied.connect(self.replied)
+            router.chat_failed.connect(self.failed)
         self.current: Job | None = None
-        # Set by the Batch panel: while a batch runs it answers chat turns in its
-        # online slot (returns True) instead of this thread's competing context.
-        self.router: Callable[[Job], bool] | None = None
         self.thread.start()
 
     def load(self, path: str | None, options: LoadOptions) -> None:
@@ -151,7 +186,7 @@ class EngineBridge(QObject):
 
     def submit(self, job: Job) -> Job:
         self.current = job
-        if self.router is None or not self.router(job):
+        if self.router is None or not self.router.route(job):
             self._request_generate.emit(job)
         return job
 
@@ -175,12 +210,11 @@ class EngineBridge(QObject):
             return True
         self.worker.stopping = True
         self.stop()
-        for sig in (self.worker.event, self.worker.replied, self.worker.failed,
-                    self.worker.loaded, self.worker.load_failed, self.worker.load_progress):
+        for src, _dst in self._forwarded:
             with warnings.catch_warnings():  # PySide warns when nothing was connected
                 warnings.simplefilter("ignore")
                 try:
-                    sig.disconnect()
+                    src.disconnect()
                 except (RuntimeError, TypeError):
                     pass
         self.thread.quit()

@@ -14,14 +14,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut, QTextDocument
 from PySide6.QtWidgets import QFileDialog
 
 from app.chat import export as exporter
 from app.chat import transcript
-from app.chat.errors import StoreError
 from app.chat.conversation import Conversation
+from app.chat.errors import StoreError
 
 EXPORT_FILTERS = {"Markdown (*.md)": "md", "JSON (*.json)": "json", "HTML (*.html)": "html",
                   "Plain text (*.txt)": "txt"}
@@ -34,6 +34,8 @@ def one_line(e: BaseException) -> str:
 
 
 class HistoryActions(QObject):
+    opened = Signal(object)  # the Conversation now shown: the window updates its own controls
+
     def __init__(self, window):
         super().__init__(window)
         self.win = window
@@ -82,8 +84,7 @@ class HistoryActions(QObject):
             return False
         conv = Conversation.from_store(stored)
         self.flow.new_chat(conv)  # stops a running reply first, keeping its text
-        self.win.system_prompt.setText(conv.system_prompt)
-        self.win._update_actions()
+        self.opened.emit(conv)
         self.panel.mark_current(conv.id)  # not a rebuild: a double-click's second click needs the item
         self._find_query()
         return True

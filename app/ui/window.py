@@ -1,4 +1,8 @@
-"""The main window: assembles the parts and owns the settings and the engine thread.
+"""The main window: assembles the parts and owns the settings, the store and the threads.
+
+Collaborators are made here and handed to the parts through their
+constructors: the history store and its TurnRecorder to the chat flow, the
+batch runner to the engine bridge (as its chat router) and to the Batch window.
 
 Construction never blocks: the model loads on the engine thread, so the window
 is on screen (and the user can type) while llama.cpp maps the file.
@@ -22,10 +26,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.errors import StoreError
+from app.chat.recorder import TurnRecorder
+from app.chat.store import Store
+from app.config import AppConfig, load_config, save_config
+from app.engine.loader import LoadedModel
+from app.ui.batch.panel import BatchPanel
+from app.ui.batch.worker import BatchRunner
 from app.ui.chat_flow import ChatFlow
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
-from app.config import AppConfig, load_config, save_config
 from app.ui.engine_thread import EngineBridge, Loaded
 from app.ui.gauges import GaugesPanel
 from app.ui.history_actions import HistoryActions
@@ -53,8 +63,9 @@ class MainWindow(QMainWindow):
         self.model_path: str | None = model if model is not None else self.config.model_path
         self._notice_shown = False
         self._closing = False
-        self.load_report = None  # the loaded model's LoadReport, for the settings' Hardware section
-        self.bridge = EngineBridge(self)
+        self.loaded: Loaded | None = None  # the loaded model: report, identity, weights handle
+        self.batch_runner = BatchRunner(self)
+        self.bridge = EngineBridge(router=self.batch_runner, parent=self)
 
         self.model_bar = ModelBar()
         self.bar = MessageBar()
@@ -72,15 +83,19 @@ class MainWindow(QMainWindow):
         self.edit_button.setToolTip("Put the last question back in the box to edit and resend")
         self.batch_button = QPushButton("Batch…")
         self.batch_button.setToolTip("Decode a file of prompts together (Ctrl+B)")
-        self.batch_panel = None  # created on first use (app/ui/batch_panel.py)
+        self.batch_panel: BatchPanel | None = None  # created on first use
+        self.store = self._open_store() if history else None
+        self.recorder = None
+        if self.store is not None:
+            self.recorder = TurnRecorder(self.store, on_error=lambda m: self.bar.show_message(m, "warning"))
         self.flow = ChatFlow(self.bridge, self.view, self.composer, self.gauges, self.bar,
                              settings=lambda: self.config.generation(),
-                             streaming=lambda: self.config.streaming, parent=self)
-        self.store = self._open_store() if history else None
+                             streaming=lambda: self.config.streaming, recorder=self.recorder, parent=self)
         self.history_panel = HistoryPanel(self.store)
         self._build_layout()
         self._wire()
         self.history = HistoryActions(self)
+        self.history.opened.connect(self._on_conversation_opened)
         self.model_bar.streaming.setChecked(self.config.streaming)
         self._update_actions()
         self.resize(1100, 720)
@@ -124,10 +139,9 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
 
     def _wire(self) -> None:
-        w = self.bridge.worker
-        w.loaded.connect(self._on_loaded)
-        w.load_failed.connect(self._on_load_failed)
-        w.load_progress.connect(self.model_bar.set_assembly_progress)
+        self.bridge.loaded.connect(self._on_loaded)
+        self.bridge.load_failed.connect(self._on_load_failed)
+        self.bridge.load_progress.connect(self.model_bar.set_assembly_progress)
         self.model_bar.model_chosen.connect(self.load_model)
         self.model_bar.settings_clicked.connect(self.open_settings)
         self.model_bar.streaming.toggled.connect(self.set_streaming)
@@ -147,12 +161,8 @@ class MainWindow(QMainWindow):
             sc.setContext(Qt.ShortcutContext.WindowShortcut)
             sc.activated.connect(slot)
 
-    def _open_store(self):
+    def _open_store(self) -> Store | None:
         """The shared history database; without it the window still chats, unsaved."""
-        from app.chat.errors import StoreError
-        from app.chat.store import Store
-        from app.ui.saving import ConversationSaver
-
         try:
             store = Store.open()
         except (StoreError, OSError) as e:
@@ -160,9 +170,6 @@ class MainWindow(QMainWindow):
             return None
         if store.notice:
             self.bar.show_message(store.notice, "warning")
-        self.flow.saver = ConversationSaver(
-            store, model=lambda: self.model_path or "default",
-            on_error=lambda m: self.bar.show_message(m, "warning"))
         return store
 
     # -- model ----------------------------------------------------------------
@@ -173,13 +180,21 @@ class MainWindow(QMainWindow):
             self.batch_panel.shutdown()  # its context lives on the weights about to be freed
         self.model_path = path
         self.flow.model_ready = False
+        self.loaded = None  # its weights are about to be freed
         self.model_bar.set_loading(Path(path).name if path else "the default model")
         self.bridge.load(path, self.config.load_options())
 
+    @property
+    def load_report(self):
+        """The loaded model's LoadReport, for the settings' Hardware section."""
+        return self.loaded.report if self.loaded is not None else None
+
     def _on_loaded(self, info: Loaded) -> None:
+        self.loaded = info
         self.flow.model_ready = True
         self.flow.n_ctx = info.n_ctx
-        self.load_report = info.report
+        if self.recorder is not None:
+            self.recorder.model = info.identity
         self.model_bar.set_loaded(info.report)
         self.config.model_path = self.model_path
         self._save()
@@ -194,7 +209,7 @@ class MainWindow(QMainWindow):
 
     def _on_load_failed(self, message: str) -> None:
         self.flow.model_ready = False
-        self.load_report = None
+        self.loaded = None
         self.model_bar.set_failed()
         self.bar.show_message(f"Could not load the model: {message}", "error",
                               action="Use default model", key="default")
@@ -255,17 +270,26 @@ class MainWindow(QMainWindow):
     def focus_composer(self) -> None:
         self.composer.edit.setFocus()
 
+    def _on_conversation_opened(self, conv) -> None:
+        self.system_prompt.setText(conv.system_prompt)
+        self._update_actions()
+
     def _update_actions(self) -> None:
         busy = self.flow.busy
         conv = self.flow.conversation
         self.regen_button.setEnabled(not busy and conv.can_regenerate())
         self.edit_button.setEnabled(not busy and conv.last_user_index() is not None)
 
-    def open_batch(self):
-        from app.ui.batch.attach import for_window
+    def _batch_model(self) -> tuple[LoadedModel, str] | None:
+        """The weights a batch builds its own context on, while a model is loaded."""
+        if self.loaded is None or not self.flow.model_ready:
+            return None
+        return self.loaded.model, self.loaded.identity["name"] or self.loaded.identity["file"]
 
+    def open_batch(self) -> BatchPanel:
         if self.batch_panel is None:
-            self.batch_panel = for_window(self)
+            self.batch_panel = BatchPanel(self.batch_runner, self._batch_model,
+                                          lambda: self.config.generation(), parent=self)
         self.batch_panel.show()
         self.batch_panel.raise_()
         return self.batch_panel
@@ -282,7 +306,7 @@ class MainWindow(QMainWindow):
         ok = self.bridge.shutdown(2.0)
         self._save()
         if self.store is not None:
-            self.flow.saver = None
+            self.flow.recorder = None
             self.store.close()
             self.store = None
         return ok

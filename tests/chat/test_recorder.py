@@ -1,4 +1,5 @@
-"""record_turn with the real model: what the window and `ask` save for each turn."""
+"""record_turn with the real model: what `ask` saves for each turn (the window records through
+the same TurnRecorder; tests/ui/test_chat_window.py checks it there)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import time
 
 import pytest
 
-from app.engine.prompt import Msg
-from app.chat.recorder import ReplySaver, record_turn
+from app.chat.recorder import ReplySaver, Turn, TurnRecorder, record_turn
 from app.chat.records import COMPLETE, GENERATING, INTERRUPTED
 from app.chat.store import Store
 from app.engine.decoder import CancelToken
-from app.engine.errors import ContextOverflowError
+from app.engine.errors import ContextOverflowError, GenerationError
 from app.engine.events import TextDelta
+from app.engine.prompt import Msg
 from app.engine.sampling import GenerationSettings
+from tests.faults import failing_decode_after
 
 
 def greedy(n: int) -> GenerationSettings:
@@ -28,13 +30,21 @@ def store():
     s.close()
 
 
-def test_new_turn_is_saved_with_its_stats(store, engine):
-    turn = record_turn(store, engine, None, "What is the capital of France?", greedy(12),
-                       system="Answer briefly.", model="gemma.gguf")
+@pytest.fixture
+def rec(store):
+    return TurnRecorder(store)
+
+
+def test_new_turn_is_saved_with_its_stats(store, rec, engine):
+    turn = record_turn(rec, engine, None, "What is the capital of France?", greedy(12),
+                       system="Answer briefly.")
     conv = store.get_conversation(turn.conversation_id)
+    file = engine.model.header.path.name
     assert (conv.title, conv.system_prompt, conv.model) == \
-           ("What is the capital of France?", "Answer briefly.", "gemma.gguf")
+           ("What is the capital of France?", "Answer briefly.", file)
     assert conv.settings["max_tokens"] == 12 and conv.settings["temperature"] == 0.0
+    assert conv.settings["model"] == engine.identity()
+    assert conv.settings["model"]["quantization"] == "Q4_K_M" and conv.settings["model"]["size"] > 0
     user, reply = conv.messages
     assert (user.id, user.role, user.content) == \
            (turn.user_message_id, "user", "What is the capital of France?")
@@ -42,9 +52,9 @@ def test_new_turn_is_saved_with_its_stats(store, engine):
     assert reply.stats == turn.reply.stats and reply.stats.decode_tokens > 0
 
 
-def test_continued_turn_sends_the_history(store, engine):
-    first = record_turn(store, engine, None, "My name is Ada.", greedy(6), system="Be kind.")
-    second = record_turn(store, engine, first.conversation_id, "What is my name?", greedy(6))
+def test_continued_turn_sends_the_history(store, rec, engine):
+    first = record_turn(rec, engine, None, "My name is Ada.", greedy(6), system="Be kind.")
+    second = record_turn(rec, engine, first.conversation_id, "What is my name?", greedy(6))
     conv = store.get_conversation(first.conversation_id)
     assert [m.content for m in conv.messages] == \
            ["My name is Ada.", first.reply.text, "What is my name?", second.reply.text]
@@ -55,7 +65,7 @@ def test_continued_turn_sends_the_history(store, engine):
     assert second.reply.stats.prompt_tokens == len(expected)
 
 
-def test_turns_left_out_by_the_context_budget_are_marked(store, engine):
+def test_turns_left_out_by_the_context_budget_are_marked(store, rec, engine):
     cid = store.create_conversation()
     long = "The quick brown fox jumps over the lazy dog. " * 6  # ~60 tokens a turn
     ids = []
@@ -66,7 +76,7 @@ def test_turns_left_out_by_the_context_budget_are_marked(store, engine):
     # budget must drop old turns (and the prefill stays small). It is decided
     # before decoding, so one token of the reply is enough.
     cancel = CancelToken()
-    turn = record_turn(store, engine, cid, "Summarise.", greedy(1950), cancel=cancel,
+    turn = record_turn(rec, engine, cid, "Summarise.", greedy(1950), cancel=cancel,
                        on_event=lambda ev: isinstance(ev, TextDelta) and cancel.cancel())
     assert turn.reply.dropped, "~100 tokens of prompt cannot hold 4 turns of ~60"
     marked = [m.id for m in store.get_conversation(cid).messages if m.out_of_context]
@@ -74,19 +84,19 @@ def test_turns_left_out_by_the_context_budget_are_marked(store, engine):
     assert turn.reply.stats.dropped_messages == len(marked)
 
 
-def test_overflow_before_any_text_rolls_the_turn_back(store, engine):
+def test_overflow_before_any_text_rolls_the_turn_back(store, rec, engine):
     huge = "word " * 3000
     with pytest.raises(ContextOverflowError):
-        record_turn(store, engine, None, huge, greedy(8))
+        record_turn(rec, engine, None, huge, greedy(8))
     assert store.list_conversations() == []
-    first = record_turn(store, engine, None, "Hello", greedy(4))
+    first = record_turn(rec, engine, None, "Hello", greedy(4))
     with pytest.raises(ContextOverflowError):
-        record_turn(store, engine, first.conversation_id, huge, greedy(8))
+        record_turn(rec, engine, first.conversation_id, huge, greedy(8))
     assert [m.content for m in store.get_conversation(first.conversation_id).messages] == \
            ["Hello", first.reply.text]
 
 
-def test_failure_after_some_text_keeps_it_interrupted(store, engine):
+def test_failure_after_some_text_keeps_it_interrupted(store, rec, engine):
     class Boom(Exception):
         pass
 
@@ -95,13 +105,35 @@ def test_failure_after_some_text_keeps_it_interrupted(store, engine):
             raise Boom
 
     with pytest.raises(Boom):
-        record_turn(store, engine, None, "Tell me a story.", greedy(50), on_event=on_event)
+        record_turn(rec, engine, None, "Tell me a story.", greedy(50), on_event=on_event)
     (conv,) = store.list_conversations()
-    reply = store.get_conversation(conv.id).messages[-1]
+    question, reply = store.get_conversation(conv.id).messages
+    assert question.content == "Tell me a story."
     assert reply.state == INTERRUPTED and reply.content != ""
 
 
-def test_reply_is_visible_to_other_processes_while_it_grows(store, engine):
+def test_engine_error_after_streamed_text_keeps_question_and_partial_reply(store, rec, engine,
+                                                                          monkeypatch):
+    shown = []
+    failing_decode_after(monkeypatch, 6)
+    turn = record_turn(rec, engine, None, "Tell me a story.", greedy(40),
+                       on_event=lambda ev: isinstance(ev, TextDelta) and shown.append(ev.text))
+    assert turn.reply.stats.stop_reason == "error" and "llama_decode failed" in turn.reply.stats.error
+    question, reply = store.get_conversation(turn.conversation_id).messages
+    assert question.content == "Tell me a story."
+    assert shown and reply.content == "".join(shown) == turn.reply.text
+    assert reply.state == INTERRUPTED and reply.stats.error == turn.reply.stats.error
+
+
+def test_engine_error_before_any_text_rolls_the_turn_back(store, rec, engine, monkeypatch):
+    engine.decoder.reset()  # a prompt with no cached prefix: the failure hits the prefill
+    failing_decode_after(monkeypatch, 0)
+    with pytest.raises(GenerationError, match="during prefill"):
+        record_turn(rec, engine, None, "Tell me a story.", greedy(40))
+    assert store.list_conversations() == []
+
+
+def test_reply_is_visible_to_other_processes_while_it_grows(store, rec, engine):
     seen, parts = [], []
     conn = sqlite3.connect(store.path)
 
@@ -113,7 +145,7 @@ def test_reply_is_visible_to_other_processes_while_it_grows(store, engine):
                          .fetchone(), "".join(parts)))
 
     try:
-        turn = record_turn(store, engine, None, "Count to twenty:", greedy(16), on_event=on_event,
+        turn = record_turn(rec, engine, None, "Count to twenty:", greedy(16), on_event=on_event,
                            save_every_s=0.01)
     finally:
         conn.close()
@@ -126,7 +158,8 @@ def test_reply_is_visible_to_other_processes_while_it_grows(store, engine):
 def test_saver_saves_on_its_own_timer_without_events(store):
     cid = store.create_conversation()
     mid = store.begin_reply(cid)
-    saver = ReplySaver(store, mid, every_s=0.05)
+    turn = Turn(cid, 0, mid, [], created=False)
+    saver = ReplySaver(TurnRecorder(store), turn, every_s=0.05)
     with saver:
         saver(TextDelta("first words", 1, 0.0))
         deadline = time.monotonic() + 5
@@ -141,4 +174,4 @@ def test_saver_saves_on_its_own_timer_without_events(store):
     assert saver.saves == n  # stopped with the generation
     assert not saver._thread.is_alive()
     with pytest.raises(ValueError):
-        ReplySaver(store, mid, every_s=0)
+        ReplySaver(TurnRecorder(store), turn, every_s=0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from app.ui.batch.results import ResultDialog
 from tests.ui.conftest import ask, small_config
 
@@ -55,6 +57,7 @@ def test_pasted_prompts_fill_the_table_and_the_output(qtbot, make_window, tmp_pa
     assert not panel.runner.running
 
 
+@pytest.mark.slow
 def test_pause_stops_progress_and_resume_continues(qtbot, make_window, tmp_path):
     win = make_window(small_config())
     panel = _panel(win, tmp_path, slots=2, max_tokens=48)
@@ -137,3 +140,41 @@ def test_closing_the_window_during_a_batch_exits_promptly(qtbot, make_window, tm
     win.close()
     assert time.perf_counter() - t < 3.0
     assert panel.runner.thread is None and win.bridge.thread.isFinished()
+
+
+def test_chat_routed_to_the_batch_keeps_the_context_budget(qtbot, make_window, tmp_path):
+    """The online slot holds less than the chat's own context: old turns are left out
+    (and marked), exactly as the chat's own engine leaves them out when its context is full."""
+    from app.chat.conversation import ChatMessage, Conversation
+
+    win = make_window(small_config(n_ctx=4096, max_tokens=8))
+    long = "The quick brown fox jumps over the lazy dog. " * 20  # ~200 tokens a turn
+    conv = Conversation(messages=[ChatMessage(role, f"{i}: {long}") for i in range(4)
+                                  for role in ("user", "assistant")])
+    win.flow.new_chat(conv)
+    panel = _panel(win, tmp_path, slots=1, max_tokens=400)
+    panel.route_chat.setChecked(True)
+    panel.start()
+    qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.busy_slots > 0, timeout=60_000)
+    slot_ctx = panel.runner.worker.engine.slot_ctx
+    msg = ask(qtbot, win, "Say hi.")
+    assert msg.stats.n_ctx == slot_ctx < 1600  # the turn was answered in the batch's online slot
+    assert msg.stats.dropped_messages > 0 and msg.stats.prompt_tokens + 8 <= slot_ctx
+    marked = [i for i, m in enumerate(win.flow.conversation.messages) if m.out_of_context]
+    assert marked == list(range(msg.stats.dropped_messages))
+    panel.cancel()
+
+
+def test_a_turn_too_long_for_the_online_slot_is_a_context_overflow(qtbot, make_window, tmp_path):
+    win = make_window(small_config(n_ctx=4096, max_tokens=8))
+    panel = _panel(win, tmp_path, slots=1, max_tokens=400)
+    panel.route_chat.setChecked(True)
+    panel.start()
+    qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.busy_slots > 0, timeout=60_000)
+    huge = "word " * 1500  # fits the chat's 4096 tokens, not the 1024-token slot
+    win.composer.set_text(huge)
+    with qtbot.waitSignal(win.flow.reply_failed, timeout=60_000):
+        win.flow.send()
+    assert win.bar.text().startswith("Context overflow: ") and "\n" not in win.bar.text()
+    assert win.composer.text() == huge  # given back, nothing lost
+    panel.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from PySide6.QtCore import Qt
 
@@ -33,7 +34,8 @@ def test_full_mode_paints_the_reply_once_with_the_same_stats(qtbot, make_window)
     assert win.view.stream_paints == 0
     assert win.view.final_paints == 1
     assert msg.content.strip()[:20] in win.view.toPlainText()
-    assert msg.stats.decode_tokens == 16 or msg.stats.stop_reason == "stop"
+    assert msg.stats.stop_reason in ("stop", "length")
+    assert (msg.stats.stop_reason == "length") == (msg.stats.decode_tokens == 16)
     assert msg.stats.ttft_s is not None and msg.stats.decode_tok_s
 
 
@@ -87,10 +89,15 @@ def test_regenerate_replaces_the_last_reply(qtbot, make_window):
     with qtbot.waitSignal(win.flow.reply_finished, timeout=60_000) as blocker:
         win.regen_button.click()
     again = blocker.args[0]
-    roles = [m.role for m in win.flow.conversation.messages]
-    assert roles == ["user", "assistant"]
-    assert again.content == first.content  # greedy: same question, same answer
-    assert again.stats.cached_tokens > 0  # the question was re-asked on the cached history
+    # Not compared: the text. The regenerated prompt is served from the KV cache, so
+    # llama.cpp evaluates a different batch shape than the first time, and on some
+    # CPUs a near-tie then flips (README, "Determinism").
+    assert again is not first
+    assert [m.role for m in win.flow.conversation.messages] == ["user", "assistant"]
+    assert win.flow.conversation.messages[-1] is again
+    assert win.flow.conversation.messages[0].content == QUESTION
+    assert again.stats.prompt_tokens == first.stats.prompt_tokens  # the same prompt, asked again
+    assert again.stats.cached_tokens > 0  # ... on the cached history
     assert win.view.toPlainText().count("You\n") == 1
 
 
@@ -131,8 +138,8 @@ def test_out_of_context_messages_are_marked(qtbot, make_window):
 
 
 def test_turns_are_saved_to_the_history_store_with_their_stats(qtbot, make_window):
-    from app.chat.store import Store
     from app.chat.conversation import Conversation
+    from app.chat.store import Store
 
     win = make_window(small_config(max_tokens=8))
     win.system_prompt.setText("Be brief.")
@@ -148,6 +155,52 @@ def test_turns_are_saved_to_the_history_store_with_their_stats(qtbot, make_windo
     again = Conversation.from_store(stored)
     assert [(m.role, m.content, m.stats) for m in again.messages] == shown
     assert again.system_prompt == "Be brief." and again.title == "Name three colours."
+    # The same record `llamadesk ask` writes: sampling settings and the model's identity.
+    assert stored.settings["max_tokens"] == 8 and stored.settings["temperature"] == 0.0
+    assert stored.settings["model"]["quantization"] == "Q4_K_M"
+    assert stored.model == stored.settings["model"]["file"] == Path(win.model_path).name
     other = make_window(small_config())
     other.flow.new_chat(again)  # reopening shows each reply's stats footer again
     assert shown[-1][2].summary() in other.view.toPlainText()
+
+
+def test_engine_error_after_streamed_text_keeps_question_and_partial_reply(qtbot, make_window,
+                                                                          monkeypatch):
+    from app.chat.records import INTERRUPTED
+    from app.chat.store import Store
+    from tests.faults import failing_decode_after
+
+    win = make_window(small_config(max_tokens=40))
+    failing_decode_after(monkeypatch, 8)  # the prefill and a few tokens, then llama_decode fails
+    win.composer.set_text("Tell me a story.")
+    with qtbot.waitSignal(win.flow.reply_failed, timeout=60_000) as blocker:
+        win.flow.send()
+    assert "llama_decode failed" in blocker.args[0]
+    question, reply = win.flow.conversation.messages
+    assert question.content == "Tell me a story." and reply.content and reply.state == INTERRUPTED
+    assert reply.content[:20] in win.view.toPlainText() and "interrupted" in win.view.toPlainText()
+    assert win.bar.level == "error" and "kept" in win.bar.text()
+    assert win.composer.text() == ""  # nothing to give back: the question stays in the chat
+    conv_id = win.flow.conversation.id
+    win.close()
+    with Store.open() as store:
+        stored = store.get_conversation(conv_id).messages
+    assert [(m.role, m.content, m.state) for m in stored] == \
+           [("user", "Tell me a story.", "complete"), ("assistant", reply.content, INTERRUPTED)]
+    assert stored[1].stats.stop_reason == "error"
+
+
+def test_engine_error_before_any_text_gives_the_question_back(qtbot, make_window, monkeypatch):
+    from app.chat.store import Store
+    from tests.faults import failing_decode_after
+
+    win = make_window(small_config(max_tokens=40))
+    failing_decode_after(monkeypatch, 0)
+    win.composer.set_text("Tell me a story.")
+    with qtbot.waitSignal(win.flow.reply_failed, timeout=60_000):
+        win.flow.send()
+    assert win.flow.conversation.messages == [] and win.composer.text() == "Tell me a story."
+    assert "back in the box" in win.bar.text()
+    win.close()
+    with Store.open() as store:
+        assert store.list_conversations() == []

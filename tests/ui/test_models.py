@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from app.engine.events import FirstToken, PrefillStarted, Progress, TextDelta
-from app.engine.stats import ReplyStats
-from app.config import AppConfig, default_path, load_config, save_config
 from app.chat.conversation import Conversation
 from app.chat.live_gauges import LiveGauges
+from app.config import AppConfig, default_path, load_config, save_config
+from app.engine.events import FirstToken, PrefillStarted, Progress, TextDelta
+from app.engine.stats import ReplyStats
 from app.ui.markdown_render import MarkdownRenderer
 
 
@@ -33,9 +33,27 @@ def test_take_last_exchange_and_dropped_flags():
     text, removed = c.take_last_exchange()
     assert text == "two" and [m.content for m in removed] == ["two", "2"]
     assert [m.content for m in c.messages] == ["one", "1"]
-    back = Conversation.from_json(json.loads(json.dumps(c.to_json())))
-    assert back.messages[1].stats == c.messages[1].stats and back.messages[0].out_of_context
-    assert back.title == "one"
+    assert c.title == "one"
+
+
+def test_reopened_conversation_shows_what_the_store_kept():
+    from app.chat.records import INTERRUPTED
+    from app.chat.store import Store
+
+    with Store.open() as store:
+        cid = store.create_conversation(system_prompt="Be brief.")
+        store.add_message(cid, "user", "one")
+        store.add_message(cid, "assistant", "1", stats=_stats())
+        store.add_message(cid, "user", "two")
+        cut = store.begin_reply(cid)
+        store.finish_reply(cut, "par", None, state=INTERRUPTED)
+        store.add_message(cid, "user", "three")
+        store.finish_reply(store.begin_reply(cid), "", None, state=INTERRUPTED)  # nothing to show
+        back = Conversation.from_store(store.get_conversation(cid))
+    assert [(m.content, m.state) for m in back.messages] == \
+           [("one", "complete"), ("1", "complete"), ("two", "complete"), ("par", INTERRUPTED),
+            ("three", "complete")]
+    assert back.messages[1].stats == _stats() and back.system_prompt == "Be brief." and back.id == cid
 
 
 def test_settings_file_round_trips_and_survives_damage():

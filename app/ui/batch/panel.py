@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from app.batch.engine import DEFAULT_SLOTS
 from app.batch.types import BatchProgress, RequestDone
+from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings
 from app.paths import data_dir
 from app.ui.batch.results import ResultDialog, ResultsTable, progress_line, summary_line
@@ -46,12 +47,14 @@ class BatchPanel(QWidget):
     batch_finished = Signal(object)  # JobSummary, or None when it failed
     progress_shown = Signal(object)  # the BatchProgress just painted (tests, gauges)
 
-    def __init__(self, model_source: Callable[[], tuple[object, str] | None],
+    def __init__(self, runner: BatchRunner, model_source: Callable[[], tuple[LoadedModel, str] | None],
                  settings: Callable[[], GenerationSettings], parent=None):
+        """`runner` is the window's (it also routes chat turns); `model_source` gives the
+        loaded weights and their name, or None while no model is loaded."""
         super().__init__(parent, Qt.WindowType.Window)
         self.setWindowTitle("LlamaDesk — Batch")
         self.model_source, self.settings_source = model_source, settings
-        self.runner = BatchRunner(self)
+        self.runner = runner
         self.progress: BatchProgress | None = None
         self._pending: list = []
         self._build()
@@ -84,6 +87,8 @@ class BatchPanel(QWidget):
         self.max_tokens.setRange(1, 32768)
         self.max_tokens.setValue(self.settings_source().max_tokens)
         self.route_chat = QCheckBox("Chat uses the batch's online slot")
+        self.route_chat.setChecked(self.runner.route_chat)
+        self.route_chat.toggled.connect(lambda on: setattr(self.runner, "route_chat", on))
         self.route_chat.setToolTip("Off: chat keeps its own context (measured: lower TTFT and faster "
                                    "replies on 2 cores). On: chat never slows the batch.")
         self.start_button = QPushButton("Start")
@@ -201,7 +206,7 @@ class BatchPanel(QWidget):
 
     def toggle_pause(self) -> None:
         paused = self.pause_button.text() == "Resume"
-        (self.runner.resume if paused else self.runner.pause)()
+        self.runner.pause(not paused)
         self.pause_button.setText("Pause" if paused else "Resume")
 
     def cancel(self) -> bool:
@@ -242,7 +247,7 @@ class BatchPanel(QWidget):
         if p is None:
             return
         w = self.runner.worker
-        chat_in, chat_out = (w.online_submitted, w.online_finished) if w is not None else (0, 0)
+        chat_in, chat_out = w.chat_counts() if w is not None else (0, 0)
         self.done_bar.setRange(0, max(1, p.total - chat_in))
         self.done_bar.setValue(max(0, p.done - chat_out))
         self.slot_bar.setRange(0, p.n_slots)

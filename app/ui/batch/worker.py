@@ -1,14 +1,18 @@
-"""The Batch panel's worker: a BatchJob on its own QThread, beside the chat's engine thread.
+"""The Batch window's thread: a BatchJob on its own QThread and its own llama context.
 
-The batch gets a second llama.cpp context over the weights the chat already
-loaded (no second copy of the file), and only this thread touches it; the
-chat's ChatEngine context stays on the engine thread. Engine events become
-queued signals; the GUI only calls the BatchEngine's thread-safe controls
-(pause, resume, cancel, submit_online).
+The batch builds a second llama.cpp context over the weights the chat already
+loaded (no second copy of the file); only this thread creates, uses and frees
+that context, and the chat's context stays on the chat's engine thread (the
+rule is in app/engine's docstring). The GUI thread calls only the
+BatchEngine's thread-safe controls, through BatchWorker's methods. The
+worker's lock guards the worker's own fields and is never held while calling
+the engine: the engine calls back into the worker while holding its own lock,
+and holding both in opposite orders would deadlock.
 
-While a batch runs, chat turns can be routed here (`route`): they take the
-engine's reserved online slot, so a reply starts on the next decode step
-instead of competing with 32 busy sequences for the CPU from another context.
+While a batch runs, chat turns can be routed here: they take the engine's
+reserved online slot, go through the same context budget as any chat turn
+(fitted on this thread, against the slot's context), and are reported through
+this worker's own chat_* signals, which the runner forwards to the chat.
 """
 
 from __future__ import annotations
@@ -21,16 +25,15 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from app.engine.prompt import Msg
-from app.chat.session import Reply
 from app.batch.engine import DEFAULT_SLOT_CTX, BatchEngine
-from app.batchfile.io import BatchInputError
-from app.batchfile.job import BatchJob
 from app.batch.types import BatchRequest, RequestDone
-from app.engine.errors import EngineError
+from app.batchfile.job import BatchJob
+from app.chat.budget import Fit, fit_history
+from app.chat.session import Reply
 from app.engine.events import Finished
 from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings
+from app.errors import LlamaDeskError
 
 log = logging.getLogger("llamadesk.ui.batch")
 _online_ids = itertools.count(1)
@@ -47,19 +50,28 @@ class BatchSpec:
     slot_ctx: int = DEFAULT_SLOT_CTX
 
 
+@dataclass
+class _Routed:
+    job: object  # the chat's engine_thread.Job
+    fit: Fit | None = None  # set on this thread when the prompt is built
+
+
 class BatchWorker(QObject):
     event = Signal(object)  # BatchProgress / RequestStarted / RequestDone
     started = Signal(int, int)  # requests to decode, skipped (already in the output)
     finished = Signal(object)  # JobSummary
     failed = Signal(str)  # one line: bad input, no context
+    chat_event = Signal(object, object)  # chat job id, engine event
+    chat_replied = Signal(object, object)  # chat Job, Reply
+    chat_failed = Signal(object, str, bool)  # chat Job, message, is a context overflow
 
     def __init__(self) -> None:
         super().__init__()
+        self.lock = threading.Lock()  # guards every field below
         self.engine: BatchEngine | None = None
-        self.lock = threading.Lock()
         self.cancelled = False
         self.accepting = False  # chat turns may be routed here
-        self.online: dict[str, tuple[object, object]] = {}  # custom_id -> (chat Job, EngineWorker)
+        self.online: dict[str, _Routed] = {}
         # The engine's counts include chat turns; the panel subtracts these to show the batch alone.
         self.online_submitted = 0
         self.online_finished = 0
@@ -77,98 +89,135 @@ class BatchWorker(QObject):
             summary = job.run(self.engine, spec.model_name, self._sink)
             self._drain()
             self.finished.emit(summary)
-        except (BatchInputError, EngineError, ValueError, OSError) as e:
+        except (LlamaDeskError, ValueError, OSError) as e:
             self.failed.emit(str(e))
         except Exception as e:  # noqa: BLE001 - the window must survive any batch bug
             log.exception("batch crashed")
             self.failed.emit(f"{type(e).__name__}: {e}")
         finally:
             self._fail_online("the batch stopped before this message was answered")
-            if self.engine is not None:
-                self.engine.free()
-                self.engine = None
+            with self.lock:
+                engine, self.engine = self.engine, None
+            if engine is not None:
+                engine.free()
 
     def _drain(self) -> None:
         """A chat turn routed in as the batch ended still gets its answer."""
         with self.lock:
             self.accepting = False
             pending = bool(self.online) and not self.cancelled
-        if pending and self.engine is not None:
-            self.engine.on_event = lambda ev: isinstance(ev, RequestDone) and self.online_done(ev)
-            self.engine.run()
+            engine = self.engine
+        if pending and engine is not None:
+            engine.on_event = lambda ev: isinstance(ev, RequestDone) and self._online_done(ev)
+            engine.run()
 
     def _sink(self, ev) -> None:
         if isinstance(ev, RequestDone) and ev.result.stats.online:
-            self.online_done(ev)  # a chat turn, not a batch result
+            self._online_done(ev)  # a chat turn, not a batch result
         else:
             self.event.emit(ev)
 
     # -- any thread -----------------------------------------------------------
+    def _engine(self) -> BatchEngine | None:
+        with self.lock:
+            return self.engine
+
     def cancel(self) -> None:
         with self.lock:
             self.cancelled = True
             self.accepting = False
-            if self.engine is not None:
-                self.engine.cancel()
+            engine = self.engine
+        if engine is not None:
+            engine.cancel()
 
-    def route(self, job, chat_worker) -> bool:
+    def pause(self, on: bool) -> None:
+        engine = self._engine()
+        if engine is not None:
+            (engine.pause if on else engine.resume)()
+
+    def chat_counts(self) -> tuple[int, int]:
+        with self.lock:
+            return self.online_submitted, self.online_finished
+
+    def route(self, job) -> bool:
         """Serve a chat turn (an engine_thread.Job) in the online slot; False: not running."""
-        msgs = ([Msg("system", job.system)] if job.system else []) + list(job.history)
-        msgs.append(Msg("user", job.user_text))
         cid = f"chat-{next(_online_ids)}"
-        req = BatchRequest(cid, msgs, job.settings)
-        req.on_event = lambda ev: self._online_event(cid, ev)
+        routed = _Routed(job)
+
+        def build_prompt(slot_ctx: int, to_tokens: Callable) -> list[int]:
+            routed.fit = fit_history(job.system, job.history, job.user_text, job.settings.max_tokens,
+                                     slot_ctx, to_tokens)
+            return routed.fit.tokens
+
+        req = BatchRequest(cid, settings=job.settings, build_prompt=build_prompt,
+                           on_event=lambda ev: self._online_event(cid, ev))
         with self.lock:
             if not self.accepting or self.engine is None:
                 return False
-            self.online[cid] = (job, chat_worker)
+            self.online[cid] = routed
             self.online_submitted += 1
-            self.engine.submit_online(req)
+            engine = self.engine
+        # Registered first: from here the turn is answered, or failed by _fail_online.
+        engine.submit_online(req)
         return True
 
     # -- the batch thread ------------------------------------------------------
     def _online_event(self, cid: str, ev) -> None:
-        entry = self.online.get(cid)
-        if entry is None:
-            return
-        job, w = entry
-        if job.cancel.is_set() and self.engine is not None:
-            self.engine.cancel_request(cid)  # the chat's Stop button
-        if isinstance(ev, Finished):
-            with self.lock:
-                self.online.pop(cid, None)
+        with self.lock:
+            routed = self.online.get(cid)
+            if routed is not None and isinstance(ev, Finished):
+                del self.online[cid]
                 self.online_finished += 1
-            w.replied.emit(job, Reply(ev.text, ev.stats))
+            engine = self.engine
+        if routed is None:
+            return
+        if routed.job.cancel.is_set() and engine is not None:
+            engine.cancel_request(cid)  # the chat's Stop button
+        if isinstance(ev, Finished):
+            fit = routed.fit
+            if fit is not None:
+                ev.stats.dropped_messages, ev.stats.dropped_tokens = len(fit.dropped), fit.dropped_tokens
+            self.chat_replied.emit(routed.job, Reply(ev.text, ev.stats, fit.dropped if fit else []))
         else:
-            w.event.emit(job.id, ev)
+            self.chat_event.emit(routed.job.id, ev)
 
-    def online_done(self, ev: RequestDone) -> None:
+    def _online_done(self, ev: RequestDone) -> None:
         """Online requests that never got a slot (too long, cancelled) end here."""
         with self.lock:
-            entry = self.online.pop(ev.result.custom_id, None)
-        if entry is not None:
-            self.online_finished += 1
-            job, w = entry
-            err = ev.result.stats.error or "cancelled"
-            w.failed.emit(job, err, "slot holds" in err)
+            routed = self.online.pop(ev.result.custom_id, None)
+            if routed is not None:
+                self.online_finished += 1
+        if routed is not None:
+            st = ev.result.stats
+            self.chat_failed.emit(routed.job, st.error or "cancelled",
+                                  st.error_kind == "context_overflow")
 
     def _fail_online(self, message: str) -> None:
         with self.lock:
             left, self.online = list(self.online.values()), {}
             self.accepting = False
-        for job, w in left:
-            w.failed.emit(job, message, False)
+        for routed in left:
+            self.chat_failed.emit(routed.job, message, False)
 
 
 class BatchRunner(QObject):
-    """GUI-thread handle: one QThread per batch, joined on cancel or close."""
+    """GUI-thread handle: one QThread per batch, joined on cancel or close.
 
+    It is also the chat's router (engine_thread.ChatRouter): while a batch runs
+    and `route_chat` is on, chat turns go to the batch's online slot, and
+    their signals come back through this object's chat_* signals.
+    """
+
+    chat_event = Signal(object, object)
+    chat_replied = Signal(object, object)
+    chat_failed = Signal(object, str, bool)
     _request_run = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.thread: QThread | None = None
         self.worker: BatchWorker | None = None
+        self.route_chat = False  # the Batch window's checkbox
 
     @property
     def running(self) -> bool:
@@ -185,21 +234,20 @@ class BatchRunner(QObject):
         # Direct: the thread's loop ends as soon as run() returns, not after a GUI round trip.
         self.worker.finished.connect(self.thread.quit, Qt.ConnectionType.DirectConnection)
         self.worker.failed.connect(self.thread.quit, Qt.ConnectionType.DirectConnection)
+        self.worker.chat_event.connect(self.chat_event)
+        self.worker.chat_replied.connect(self.chat_replied)
+        self.worker.chat_failed.connect(self.chat_failed)
         connect(self.worker)
         self.thread.start()
         self._request_run.emit(spec)
         return self.worker
 
-    def pause(self) -> None:
-        if self.worker is not None and self.worker.engine is not None:
-            self.worker.engine.pause()
+    def pause(self, on: bool) -> None:
+        if self.worker is not None:
+            self.worker.pause(on)
 
-    def resume(self) -> None:
-        if self.worker is not None and self.worker.engine is not None:
-            self.worker.engine.resume()
-
-    def route(self, job, chat_worker) -> bool:
-        return self.running and self.worker is not None and self.worker.route(job, chat_worker)
+    def route(self, job) -> bool:
+        return self.route_chat and self.running and self.worker is not None and self.worker.route(job)
 
     def join(self, timeout_s: float = 2.0) -> bool:
         """Cancel a running batch and wait for its thread; finished results are already on disk."""
