@@ -55,3 +55,47 @@ def no_leaked_threads():
         t.join(timeout=3)
     still = [t.name for t in leftover if t.is_alive()]
     assert not still, f"test left threads running: {still}"
+
+
+def _spawners(module) -> set[str]:
+    """Names of the module's functions that start a child process, directly or through
+    another function of the module."""
+    import ast
+    import inspect
+
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError):
+        return set()
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    calls = {name: {c.func.id for c in ast.walk(fn)
+                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+             for name, fn in funcs.items()}
+
+    def spawns(fn) -> bool:
+        return any(isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)
+                   and a.value.id == "subprocess" for a in ast.walk(fn))
+    found = {name for name, fn in funcs.items() if spawns(fn)}
+    while True:
+        more = {name for name, called in calls.items() if called & found} - found
+        if not more:
+            return found
+        found |= more
+
+
+def pytest_collection_modifyitems(items):
+    """Mark what a test needs from what it does, so the markers cannot drift from the code:
+    `model` for anything that loads the real model, `gui` for anything that builds
+    widgets, `subprocess` for anything that runs a child process."""
+    spawners: dict = {}
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & {"model_path", "engine", "model", "make_window"}:
+            item.add_marker(pytest.mark.model)
+        if names & {"qtbot", "qapp", "make_window"}:
+            item.add_marker(pytest.mark.gui)
+        mod = getattr(item, "module", None)
+        if mod is not None and mod not in spawners:
+            spawners[mod] = _spawners(mod)
+        if mod is not None and getattr(item, "originalname", item.name) in spawners[mod]:
+            item.add_marker(pytest.mark.subprocess)
