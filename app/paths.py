@@ -32,10 +32,6 @@ def config_dir() -> Path:
     return _ensure(_dirs().user_config_dir)
 
 
-def cache_dir() -> Path:
-    return _ensure(_dirs().user_cache_dir)
-
-
 def log_dir() -> Path:
     return _ensure(_dirs().user_log_dir)
 

@@ -1,7 +1,9 @@
 """The one connection every part of the store shares, and its transactions.
 
 One connection guarded by a re-entrant lock, usable from any thread: the
-window reads on the UI thread while its engine thread saves the growing reply.
+window reads and records on its GUI thread, `llamadesk ask` saves the growing
+reply from a timer thread while its worker decodes, and a second process
+writes through its own connection (WAL and a busy timeout keep both safe).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The desktop window: Qt widgets fed by one engine thread.
+"""The desktop window: Qt widgets, the chat's engine thread and the Batch window's thread.
 
-Everything under app/ui may import Qt; the few Qt-free modules here
-(conversation, config, gauge_model) are kept free of it so they can be tested
-without a display and reused by the store later.
+The only package that imports Qt (import-linter enforces it); the models the
+widgets show (app.chat.conversation, app.chat.live_gauges, app.config) live
+below it, so the CLI and the tests use them without a display.
 """

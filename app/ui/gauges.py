@@ -1,6 +1,6 @@
 """The live gauges panel: numbers, the KV bar and the plot, from a Snapshot.
 
-It is a pure view of gauge_model.Snapshot; the window's gauge timer decides
+It is a pure view of app.chat.live_gauges.Snapshot; the window's gauge timer decides
 when to refresh (10 Hz while a reply runs), so the panel never depends on the
 rate at which engine events arrive.
 """
@@ -44,13 +44,10 @@ class GaugesPanel(QGroupBox):
             w.setWordWrap(True)
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        form.addRow("Status", self.phase)
-        form.addRow("TTFT", self.ttft)
-        form.addRow("Recent TTFT", self.recent)
-        form.addRow("Decode (live)", self.live_rate)
-        form.addRow("Last reply", self.final_rates)
-        form.addRow("Remaining", self.remaining)
-        form.addRow("Dropped", self.dropped)
+        for label, w in (("Status", self.phase), ("TTFT", self.ttft), ("Recent TTFT", self.recent),
+                         ("Decode (live)", self.live_rate), ("Last reply", self.final_rates),
+                         ("Remaining", self.remaining), ("Dropped", self.dropped)):
+            form.addRow(label, w)
         lay = QVBoxLayout(self)
         lay.addLayout(form)
         lay.addWidget(QLabel("KV cache"))

@@ -60,17 +60,14 @@ class SettingsDialog(QDialog):
         form = QFormLayout()
         note = QLabel("<i>Changing these reloads the model:</i>")
         form.addRow(note)
-        form.addRow("Context length", self.n_ctx)
-        form.addRow("GPU layers", self.gpu_layers)
-        form.addRow("Threads", self.threads)
+        for label, w in (("Context length", self.n_ctx), ("GPU layers", self.gpu_layers),
+                         ("Threads", self.threads)):
+            form.addRow(label, w)
         form.addRow(QLabel("<i>Applied to the next reply:</i>"))
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top-p", self.top_p)
-        form.addRow("Top-k", self.top_k)
-        form.addRow("Min-p", self.min_p)
-        form.addRow("Repeat penalty", self.repeat_penalty)
-        form.addRow("Seed", self.seed)
-        form.addRow("Max tokens", self.max_tokens)
+        for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Top-k", self.top_k),
+                         ("Min-p", self.min_p), ("Repeat penalty", self.repeat_penalty),
+                         ("Seed", self.seed), ("Max tokens", self.max_tokens)):
+            form.addRow(label, w)
         self.error = QLabel()
         self.error.setStyleSheet("color: #c0392b;")
         self.error.hide()

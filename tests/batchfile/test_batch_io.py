@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from app.batch.engine import BatchEngine
 from app.batchfile.job import BatchJob
-from app.batchfile.requests import BatchInputError, read_input
+from app.batchfile.requests import read_input
 from app.batchfile.results import done_ids
-from app.cli import main
 from app.engine.loader import LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
 
@@ -51,19 +48,6 @@ def test_plain_text_is_one_prompt_per_line(tmp_path):
     items = read_input(f, DEFAULTS)
     assert [(it.custom_id, it.request.messages[0].content) for it in items] == [
         ("line-1", "What is rain?"), ("line-3", "Name a colour.")]
-
-
-@pytest.mark.parametrize("content", [None, b"", b"\n \n", b"\xff\xfe bad"])
-def test_empty_missing_or_unreadable_input_is_one_line_exit_2(tmp_path, capsys, content):
-    f = tmp_path / "in.jsonl"
-    if content is not None:
-        f.write_bytes(content)
-    with pytest.raises(BatchInputError):
-        read_input(f, DEFAULTS)
-    assert main(["batch", str(f), "-o", str(tmp_path / "out.jsonl")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("llamadesk: error:") and "Traceback" not in err
-    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_done_ids_cuts_a_half_written_last_line(tmp_path):

@@ -11,6 +11,11 @@ import time
 
 import pytest
 
+from app.batchfile.requests import BatchInputError, read_input
+from app.cli import main
+from app.engine.sampling import GenerationSettings
+
+DEFAULTS = GenerationSettings(max_tokens=8)
 PROMPTS = [f"Write one sentence about the number {i}." for i in range(10)]
 
 
@@ -67,3 +72,16 @@ def test_ctrl_c_stops_cleanly_keeping_finished_results(model_path, tmp_path):
     recs = [json.loads(line) for line in out.read_text().splitlines()]  # every line is whole
     assert recs and all(r["response"]["status_code"] == 200 for r in recs)
     assert len(recs) < len(PROMPTS)
+
+
+@pytest.mark.parametrize("content", [None, b"", b"\n \n", b"\xff\xfe bad"])
+def test_empty_missing_or_unreadable_input_is_one_line_exit_2(tmp_path, capsys, content):
+    f = tmp_path / "in.jsonl"
+    if content is not None:
+        f.write_bytes(content)
+    with pytest.raises(BatchInputError):
+        read_input(f, DEFAULTS)
+    assert main(["batch", str(f), "-o", str(tmp_path / "out.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("llamadesk: error:") and "Traceback" not in err
+    assert not (tmp_path / "out.jsonl").exists()

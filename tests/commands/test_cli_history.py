@@ -153,3 +153,28 @@ def test_unreadable_database_is_moved_aside_and_said_so():
     moved = [p for p in path.parent.iterdir() if p.name.startswith("llamadesk.db.unreadable-")]
     assert len(moved) == 1 and moved[0].read_bytes() == b"\x00garbage" * 300
     assert str(moved[0]) in r.stderr
+
+
+def test_engine_error_after_streamed_text_keeps_question_and_partial_reply(model_path, monkeypatch,
+                                                                          capsys):
+    """The CLI half of the one recording policy (the window's is in tests/ui/test_chat_window.py)."""
+    from app.chat.records import INTERRUPTED
+    from app.cli import main
+    from tests.faults import failing_decode_after
+
+    failing_decode_after(monkeypatch, 8)  # the prefill and a few tokens, then llama_decode fails
+    rc = main(["ask", "Tell me a story.", "--model", str(model_path), "--ctx", "512",
+               "--temperature", "0", "--max-tokens", "40"])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    errors = [line for line in err.splitlines() if line.startswith("llamadesk: error: ")]
+    assert len(errors) == 1 and "llama_decode failed while generating" in errors[0]
+    assert "Traceback" not in err
+    shown = out.strip()
+    assert shown  # the text streamed before the failure
+    with Store.open() as store:
+        (conv,) = store.list_conversations()
+        question, reply = store.get_conversation(conv.id).messages
+    assert question.content == "Tell me a story."
+    assert reply.state == INTERRUPTED and reply.content == shown
+    assert reply.stats.stop_reason == "error"
