@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -61,9 +60,7 @@ def test_real_pyside_plugin_agrees_with_ldd():
     missing = pc.missing_libraries(plugin)
     assert set(missing) == ldd_not_found(plugin)
     assert len(missing) == len(set(missing))  # ldd repeats libQt6XcbQpa's; reported once
-    started = time.perf_counter()
     problem = pc.check({"DISPLAY": ":99"})
-    assert time.perf_counter() - started < 0.5
     assert problem == (pc.missing_message(missing) if missing else None)
 
 
