@@ -3,7 +3,10 @@
 Qt-free and path-injectable so tests (and the GUI benchmark) never touch the
 user's real settings; the default path comes from app.paths, which follows
 XDG_CONFIG_HOME. A damaged or hand-edited file must never stop the window
-from opening, so unreadable values fall back to defaults one by one.
+from opening, and must never be lost either: each value that cannot be used
+falls back to its default alone (the others are kept), the file as it was is
+copied aside before the window saves over it, and the window says what was
+reset and why.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
-from dataclasses import asdict, dataclass, fields
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from app import paths
@@ -69,41 +74,89 @@ def default_path() -> Path:
     return paths.config_dir() / FILE_NAME
 
 
-def load_config(path: Path | None = None) -> AppConfig:
-    path = path or default_path()
-    cfg = AppConfig()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return cfg
-    except (OSError, ValueError) as e:
-        log.warning("ignoring unreadable settings file %s: %s", path, e)
-        return cfg
-    if not isinstance(data, dict):
-        return cfg
+@dataclass
+class ConfigLoad:
+    """The settings as read, and what could not be used from the file."""
+
+    config: AppConfig
+    problems: list[str] = field(default_factory=list)  # one phrase per value reset or file unread
+    kept_copy: Path | None = None  # the file as it was, when anything in it was not used
+
+    def message(self) -> str | None:
+        """One line for the window's message bar; None when the file was fine."""
+        if not self.problems:
+            return None
+        where = f"; the old file is kept as {self.kept_copy}" if self.kept_copy else ""
+        return f"Settings: {'; '.join(self.problems)}{where}."
+
+
+def _typed(name: str, value, default):
+    """The value if it has the setting's type (ints are fine for floats), else None."""
+    if name == "model_path":
+        return value if value is None or isinstance(value, str) else None
+    if isinstance(value, bool) or isinstance(default, bool):
+        return value if isinstance(value, bool) and isinstance(default, bool) else None
+    if isinstance(default, float):
+        return float(value) if isinstance(value, int | float) else None
+    return value if isinstance(value, int) else None
+
+
+def _read_values(data: dict) -> tuple[AppConfig, list[str]]:
+    """Take each usable value; every other one keeps its default and is named."""
+    cfg, problems = AppConfig(), []
     for f in fields(AppConfig):
         if f.name not in data:
             continue
         value, default = data[f.name], getattr(cfg, f.name)
-        if f.name == "model_path":
-            ok = value is None or isinstance(value, str)
-        elif isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, float):
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            value = float(value) if ok else value
-        else:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        if ok:
-            setattr(cfg, f.name, value)
-        else:
-            log.warning("ignoring bad setting %s=%r", f.name, value)
+        typed = _typed(f.name, value, default)
+        if typed is None and not (f.name == "model_path" and value is None):
+            problems.append(f"{f.name} {json.dumps(value)} is not a {type(default).__name__}, "
+                            f"reset to {json.dumps(default)}")
+            continue
+        try:  # alone on the defaults, so a bad value is told apart from the others
+            replace(AppConfig(), **{f.name: typed}).validate()
+        except (ValueError, OverflowError) as e:
+            problems.append(f"{f.name} {json.dumps(value)} reset to {json.dumps(default)} ({e})")
+            continue
+        setattr(cfg, f.name, typed)
+    return cfg, problems
+
+
+def _keep_copy(path: Path) -> Path | None:
+    """Copy the file aside before anything saves over it; None if even that fails."""
+    dest = path.with_name(f"{path.name}.unusable-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
-        cfg.validate()
-    except ValueError as e:
-        log.warning("settings file has invalid values (%s); using defaults", e)
-        return AppConfig(streaming=cfg.streaming, model_path=cfg.model_path)
-    return cfg
+        shutil.copy2(path, dest)
+    except OSError as e:
+        log.warning("could not keep a copy of %s: %s", path, e)
+        return None
+    return dest
+
+
+def read_config(path: Path | None = None) -> ConfigLoad:
+    path = path or default_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return ConfigLoad(AppConfig())
+    except OSError as e:  # unreadable is not damaged: the file is left alone, and said so
+        return ConfigLoad(AppConfig(), [f"{path} cannot be read ({e.strerror or e}); using defaults"])
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        reason = f"{path} is not valid JSON ({e}); every setting was reset to its default"
+        return ConfigLoad(AppConfig(), [reason], _keep_copy(path))
+    if not isinstance(data, dict):
+        reason = f"{path} does not hold a settings object; every setting was reset to its default"
+        return ConfigLoad(AppConfig(), [reason], _keep_copy(path))
+    cfg, problems = _read_values(data)
+    for problem in problems:
+        log.warning("settings file %s: %s", path, problem)
+    return ConfigLoad(cfg, problems, _keep_copy(path) if problems else None)
+
+
+def load_config(path: Path | None = None) -> AppConfig:
+    return read_config(path).config
 
 
 def save_config(cfg: AppConfig, path: Path | None = None) -> None:

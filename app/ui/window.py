@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from app.chat.errors import StoreError
 from app.chat.recorder import TurnRecorder
 from app.chat.store import Store
-from app.config import AppConfig, load_config, save_config
+from app.config import AppConfig, read_config, save_config
 from app.engine.loader import LoadedModel
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner
@@ -59,7 +59,13 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("LlamaDesk")
         self.config_path = config_path
         self.persist = persist
-        self.config = config if config is not None else load_config(config_path)
+        self._startup_notes: list[str] = []  # shown together once the message bar exists
+        if config is None:
+            got = read_config(config_path)
+            config = got.config
+            if got.message():
+                self._startup_notes.append(got.message())
+        self.config = config
         self.model_path: str | None = model if model is not None else self.config.model_path
         self._notice_shown = False
         self._closing = False
@@ -96,6 +102,8 @@ class MainWindow(QMainWindow):
         self._wire()
         self.history = HistoryActions(self)
         self.history.opened.connect(self._on_conversation_opened)
+        if self._startup_notes:
+            self.bar.show_message("  ·  ".join(self._startup_notes), "warning")
         self.model_bar.streaming.setChecked(self.config.streaming)
         self._update_actions()
         self.resize(1100, 720)
@@ -166,10 +174,10 @@ class MainWindow(QMainWindow):
         try:
             store = Store.open()
         except (StoreError, OSError) as e:
-            self.bar.show_message(f"Conversations will not be saved: {e}", "warning")
+            self._startup_notes.append(f"Conversations will not be saved: {e}")
             return None
         if store.notice:
-            self.bar.show_message(store.notice, "warning")
+            self._startup_notes.append(store.notice)
         return store
 
     # -- model ----------------------------------------------------------------
@@ -198,8 +206,11 @@ class MainWindow(QMainWindow):
         self.model_bar.set_loaded(info.report)
         self.config.model_path = self.model_path
         self._save()
+        warned = self.bar.isVisible() and self.bar.level in ("warning", "error")
         if info.report.fallback:
             self.bar.show_message(info.report.fallback, "warning")
+        elif warned:
+            pass  # a notice must not cover what the user still has to read (settings, history)
         elif info.notice and not self._notice_shown:
             self._notice_shown = True
             self.bar.show_message(f"This model has {info.notice}.", "info")

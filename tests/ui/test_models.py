@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from app.chat.conversation import Conversation
 from app.chat.live_gauges import LiveGauges
-from app.config import AppConfig, default_path, load_config, save_config
 from app.engine.events import FirstToken, PrefillStarted, Progress, TextDelta
 from app.engine.stats import ReplyStats
 from app.ui.markdown_render import MarkdownRenderer
@@ -54,21 +51,6 @@ def test_reopened_conversation_shows_what_the_store_kept():
            [("one", "complete"), ("1", "complete"), ("two", "complete"), ("par", INTERRUPTED),
             ("three", "complete")]
     assert back.messages[1].stats == _stats() and back.system_prompt == "Be brief." and back.id == cid
-
-
-def test_settings_file_round_trips_and_survives_damage():
-    cfg = AppConfig(streaming=False, temperature=0.2, seed=7, n_ctx=2048)
-    save_config(cfg)
-    assert load_config() == cfg
-    data = json.loads(default_path().read_text())
-    data.update(temperature="hot", top_k=True, unknown=1)
-    default_path().write_text(json.dumps(data))
-    got = load_config()
-    assert got.temperature == AppConfig().temperature and got.top_k == AppConfig().top_k
-    assert got.seed == 7 and got.streaming is False
-    default_path().write_text("{not json")
-    assert load_config() == AppConfig()
-    assert AppConfig(n_ctx=4096).needs_reload(AppConfig(n_ctx=8192, temperature=0)) == ["n_ctx"]
 
 
 def test_markdown_renders_code_with_copy_links_and_escapes_html():

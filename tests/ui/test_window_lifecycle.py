@@ -116,3 +116,23 @@ def test_run_window_on_qasync_closes_mid_reply(qtbot, model_path):
     assert rc == 0
     assert time.perf_counter() - state["t0"] < 2.0
     assert state["win"].bridge.thread.isFinished()
+
+
+def test_a_partly_invalid_settings_file_is_kept_told_and_only_bad_values_reset(qtbot, make_window):
+    import json
+
+    from app.config import AppConfig, default_path, save_config
+
+    save_config(small_config(temperature=0.3, seed=42))
+    data = json.loads(default_path().read_text())
+    data["n_ctx"] = 100  # out of range
+    default_path().write_text(json.dumps(data))
+    win = make_window()  # loads the model and then saves its settings, as on every start
+    assert win.bar.isVisible() and win.bar.level == "warning"
+    text = win.bar.text()
+    assert "n_ctx 100 reset to 4096" in text and "old file is kept" in text and "\n" not in text
+    assert (win.config.temperature, win.config.seed, win.config.n_ctx) == (0.3, 42, AppConfig().n_ctx)
+    copies = [p for p in default_path().parent.iterdir() if ".unusable-" in p.name]
+    assert len(copies) == 1 and json.loads(copies[0].read_text())["n_ctx"] == 100
+    saved = load_config()
+    assert (saved.temperature, saved.seed) == (0.3, 42)  # the save kept the good values
