@@ -153,9 +153,20 @@ class ChatView(QTextBrowser):
         self._frames.append(frame)
 
     def update_message(self, index: int, msg: ChatMessage) -> None:
+        """Re-render a finished message; the live reply after it keeps its place.
+
+        The live reply is found by document positions, and every finished
+        message stands before it, so a re-render that changes the message's
+        length moves those positions by exactly that much.
+        """
+        before = self.document().characterCount()
         frame = self._frames[index]
         frame.setFrameFormat(self._frame_format(msg.role, msg.out_of_context))
         self._fill(frame, self._message_html(msg))
+        if self._live:
+            moved = self.document().characterCount() - before
+            self._live_start += moved
+            self._live_body += moved
 
     def show_conversation(self, messages: list[ChatMessage]) -> None:
         self.clear_messages()

@@ -204,3 +204,25 @@ def test_engine_error_before_any_text_gives_the_question_back(qtbot, make_window
     win.close()
     with Store.open() as store:
         assert store.list_conversations() == []
+
+
+def test_marking_earlier_messages_while_a_reply_streams_keeps_every_message(qtbot):
+    """Out-of-context markers are drawn while the live reply is on screen; its place moves."""
+    from app.chat.conversation import ChatMessage
+    from app.ui.chat_view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    msgs = [ChatMessage(role, f"{role} message {i}") for i in range(3) for role in ("user", "assistant")]
+    for m in msgs:
+        view.add_message(m)
+    view.begin_live("waiting")
+    view.live_append("the new reply")
+    for i in range(4):
+        msgs[i].out_of_context = True
+        view.update_message(i, msgs[i])
+    view.end_live(ChatMessage("assistant", "the new reply, finished"))
+    text = view.toPlainText()
+    assert all(m.content in text for m in msgs)
+    assert text.count("out of context") == 4 and text.count("the new reply") == 1
+    assert text.rstrip().endswith("the new reply, finished")
