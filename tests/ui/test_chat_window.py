@@ -40,7 +40,7 @@ def test_full_mode_paints_the_reply_once_with_the_same_stats(qtbot, make_window)
 
 
 def test_gauges_move_during_generation_not_only_at_the_end(qtbot, make_window):
-    win = make_window(small_config(max_tokens=48))
+    win = make_window(small_config(max_tokens=96))  # long enough for several refreshes
     seen = []
     orig = win.gauges.show_snapshot
 
@@ -49,7 +49,7 @@ def test_gauges_move_during_generation_not_only_at_the_end(qtbot, make_window):
         orig(s)
 
     win.gauges.show_snapshot = record
-    msg = ask(qtbot, win, QUESTION)
+    msg = ask(qtbot, win, "Tell me a long story about a lighthouse keeper and the sea.")
     live = [(t, s) for t, s in seen if s.active]
     assert len(live) >= 4
     duration = live[-1][0] - live[0][0]
