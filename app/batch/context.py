@@ -15,6 +15,10 @@ import llama_cpp
 from app.engine.errors import EngineError
 from app.engine.loader import LoadedModel
 
+MAX_SEQ = 256  # LLAMA_MAX_SEQ: sequences one llama.cpp context can hold
+MIN_SLOT_CTX = 64
+MAX_TOTAL_CTX = 2**31 - 1  # n_ctx is a C uint32 (ctypes wraps a larger one) and positions int32
+
 
 class BatchContextError(EngineError):
     """llama.cpp could not create the multi-sequence context (usually memory)."""
@@ -22,10 +26,16 @@ class BatchContextError(EngineError):
 
 class BatchContext:
     def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int):
-        if not 1 <= n_slots <= 256:  # LLAMA_MAX_SEQ
-            raise ValueError(f"parallel slots must be between 1 and 256, got {n_slots}")
-        if slot_ctx < 64:
-            raise ValueError(f"slot context must be at least 64 tokens, got {slot_ctx}")
+        # n_slots counts every sequence, the engine's reserved online one included,
+        # so these messages speak of sequences: the user's --parallel is checked
+        # (and named) before the model loads, by the front end.
+        if not 1 <= n_slots <= MAX_SEQ:
+            raise ValueError(f"a batch context holds 1 to {MAX_SEQ} sequences, got {n_slots}")
+        if slot_ctx < MIN_SLOT_CTX:
+            raise ValueError(f"slot context must be at least {MIN_SLOT_CTX} tokens, got {slot_ctx}")
+        if n_slots * slot_ctx > MAX_TOTAL_CTX:
+            raise ValueError(f"{n_slots} sequences of {slot_ctx} tokens need {n_slots * slot_ctx} "
+                             f"tokens of context; one context holds at most {MAX_TOTAL_CTX}")
         src = model.llm.context_params
         # Copy threads, rope, flash-attn ... from the chat context's parameters.
         p = llama_cpp.llama_context_params.from_buffer_copy(src)

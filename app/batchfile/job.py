@@ -14,8 +14,8 @@ from pathlib import Path
 
 from app.batch.engine import BatchEngine
 from app.batch.types import BatchEvent, BatchResult, RequestDone
-from app.batchfile.requests import InputItem, read_input
-from app.batchfile.results import ResultWriter, done_ids
+from app.batchfile.requests import BatchInputError, InputItem, read_input
+from app.batchfile.results import ResultWriter, read_journal
 from app.engine.sampling import GenerationSettings
 
 
@@ -40,8 +40,11 @@ class BatchJob:
     def __init__(self, input_path: str | Path, output_path: str | Path, defaults: GenerationSettings):
         self.items: list[InputItem] = read_input(input_path, defaults)  # BatchInputError: exit 2
         self.output_path = Path(output_path)
-        done = done_ids(self.output_path)
-        self.todo = [it for it in self.items if it.custom_id not in done]
+        if self.output_path.exists() and self.output_path.samefile(input_path):
+            raise BatchInputError(f"{output_path}: the output file is the input file; "
+                                  "results would be appended to the requests")
+        journal = read_journal(self.output_path)
+        self.todo = [it for it in self.items if not journal.has(it)]
         self.skipped = len(self.items) - len(self.todo)
 
     def run(self, engine: BatchEngine, model_name: str,

@@ -4,21 +4,41 @@ Using OpenAI's request format means a batch prepared for a hosted API runs
 locally unchanged. A bad line does not stop the run: it becomes an item with
 an error, which the output records like any other result; only an input that
 is unusable as a whole raises BatchInputError.
+
+Ids. The output file is also the resume journal (results.py), so every line
+needs an id that no other line can share, or a rerun takes one line's record
+for another's and that request is never run. Two disjoint kinds:
+
+- a user id is a request's own non-empty `custom_id`, used as is; one that
+  starts with "#" is refused (an error record), because
+- an automatic id is "#" + the first 16 hex digits of the SHA-256 of the
+  line's text (stripped), with ".2", ".3", ... for the 2nd, 3rd, ... line of
+  identical text that needs one. Plain-text lines, lines without a usable
+  custom_id, and lines repeating an earlier line's custom_id get one.
+
+No user id starts with "#" and no automatic id does not, so the kinds never
+meet; automatic ids differ from each other by digest or by suffix. Ids come
+from what a line says, not where it is, so an input edited between runs
+still resumes right: an unchanged line keeps its id and is skipped, an
+edited line gets a new one and runs, and inserting or deleting lines moves
+no other line's id. The line number is in each record (`llamadesk.line`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.batch.types import BatchRequest
+from app.batchfile.fields import is_text, messages, settings_from_body, show
 from app.engine.prompt import Msg
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 
 CHAT_URL = "/v1/chat/completions"
-ROLES = ("system", "user", "assistant")
+AUTO = "#"  # automatic ids start with it; user ids may not
 
 
 class BatchInputError(LlamaDeskError):
@@ -31,101 +51,104 @@ class InputItem:
     custom_id: str
     request: BatchRequest | None = None
     error: str | None = None  # this line becomes an error record
+    digest: str = ""  # SHA-256 of the line's stripped text: what the journal knows it by
 
 
 def read_input(path: str | Path, defaults: GenerationSettings) -> list[InputItem]:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_bytes().decode("utf-8-sig")  # a BOM is an editor's mark, not line 1's text
     except UnicodeDecodeError:
         raise BatchInputError(f"{p}: not UTF-8 text") from None
     except OSError as e:
         raise BatchInputError(f"{p}: cannot read ({e.strerror or e})") from None
-    lines = [(i, s) for i, s in enumerate(text.splitlines(), 1) if s.strip()]
+    # Lines end at "\n" only: str.splitlines() also splits at U+2028, U+0085 and
+    # others, which JSON allows raw inside a string, and would cut a request in two.
+    lines = [(i, s.removesuffix("\r")) for i, s in enumerate(text.split("\n"), 1) if s.strip()]
     if not lines:
         raise BatchInputError(f"{p}: the input is empty (no requests)")
     as_jsonl = p.suffix.lower() in (".jsonl", ".json") or lines[0][1].lstrip().startswith("{")
     items = [_parse_json_line(i, s, defaults) if as_jsonl else _plain(i, s, defaults) for i, s in lines]
-    seen: set[str] = set()
-    for it in items:
-        if it.custom_id in seen and it.error is None:
-            it.error, it.request = f"duplicate custom_id {it.custom_id!r}", None
-            it.custom_id = f"{it.custom_id}#line-{it.line}"
-        seen.add(it.custom_id)
+    _assign_ids(items)
     return items
 
 
+def _assign_ids(items: list[InputItem]) -> None:
+    """Give automatic ids (see the module docstring) to the items that have no
+    usable user id, turning a repeated user id into an error first."""
+    first: dict[str, int] = {}
+    for it in items:
+        if not it.custom_id:
+            continue
+        if it.custom_id in first:
+            it.error = (f"line {it.line}: duplicate custom_id {show(it.custom_id)} "
+                        f"(first on line {first[it.custom_id]})")
+            it.request, it.custom_id = None, ""
+        else:
+            first[it.custom_id] = it.line
+    seen: dict[str, int] = {}
+    for it in items:
+        if not it.custom_id:
+            n = seen[it.digest] = seen.get(it.digest, 0) + 1
+            it.custom_id = f"{AUTO}{it.digest[:16]}" + (f".{n}" if n > 1 else "")
+            if it.request is not None:
+                it.request.custom_id = it.custom_id
+
+
+def _digest(s: str) -> str:
+    return hashlib.sha256(s.strip().encode("utf-8")).hexdigest()
+
+
 def _plain(line: int, s: str, defaults: GenerationSettings) -> InputItem:
-    cid = f"line-{line}"
-    req = BatchRequest(cid, [Msg("user", s.strip())], _copy(defaults), line=line)
-    return InputItem(line, cid, req)
+    req = BatchRequest("", [Msg("user", s.strip())], GenerationSettings(**defaults.__dict__), line=line)
+    return InputItem(line, "", req, digest=_digest(s))
 
 
-def _copy(s: GenerationSettings) -> GenerationSettings:
-    return GenerationSettings(**s.__dict__)
-
-
-def _parse_json_line(line: int, s: str, defaults: GenerationSettings) -> InputItem:
-    cid = f"line-{line}"
+def _load(line: int, s: str) -> dict:
     try:
         obj = json.loads(s)
     except json.JSONDecodeError as e:
-        return InputItem(line, cid, error=f"line {line}: malformed JSON ({e.msg})")
+        raise ValueError(f"line {line}: malformed JSON ({e.msg})") from None
+    except RecursionError:
+        raise ValueError(f"line {line}: malformed JSON (nested too deeply)") from None
+    except ValueError as e:  # an integer literal past Python's digit limit
+        raise ValueError(f"line {line}: malformed JSON ({str(e).split(':')[0]})") from None
     if not isinstance(obj, dict):
-        return InputItem(line, cid, error=f"line {line}: expected a JSON object")
-    if isinstance(obj.get("custom_id"), str) and obj["custom_id"]:
-        cid = obj["custom_id"]
-    else:
-        return InputItem(line, cid, error=f"line {line}: missing custom_id")
+        raise ValueError(f"line {line}: expected a JSON object")
+    return obj
+
+
+def _parse_json_line(line: int, s: str, defaults: GenerationSettings) -> InputItem:
+    item = InputItem(line, "", digest=_digest(s))
+    try:
+        obj = _load(line, s)
+    except ValueError as e:
+        item.error = str(e)
+        return item
+    cid = obj.get("custom_id")
+    if not isinstance(cid, str) or not cid:
+        item.error = f"line {line}: custom_id must be a non-empty string, got {show(cid)}"
+        if "custom_id" not in obj:
+            item.error = f"line {line}: missing custom_id"
+        return item
+    if not is_text(cid):
+        item.error = f"line {line}: custom_id is not valid Unicode (a lone surrogate)"
+        return item
+    if cid.startswith(AUTO):
+        item.error = f"line {line}: custom_id {show(cid)} starts with {AUTO!r}, kept for automatic ids"
+        return item
+    item.custom_id = cid
     try:
         method = obj.get("method", "POST")
         if method != "POST":
-            raise ValueError(f"unsupported method {method!r}")
+            raise ValueError(f"unsupported method {show(method)}")
         if obj.get("url") != CHAT_URL:
-            raise ValueError(f"unknown url {obj.get('url')!r}; only {CHAT_URL} is served")
+            raise ValueError(f"unknown url {show(obj.get('url'))}; only {CHAT_URL} is served")
         body = obj.get("body")
         if not isinstance(body, dict):
             raise ValueError("body must be an object")
-        req = BatchRequest(cid, _messages(body.get("messages")), _settings(body, defaults), line=line)
-    except (ValueError, TypeError) as e:
-        return InputItem(line, cid, error=f"line {line}: {e}")
-    return InputItem(line, cid, req)
-
-
-def _messages(raw) -> list[Msg]:
-    if not isinstance(raw, list) or not raw:
-        raise ValueError("body.messages must be a non-empty list")
-    out = []
-    for m in raw:
-        if not isinstance(m, dict) or m.get("role") not in ROLES:
-            raise ValueError(f"each message needs a role among {', '.join(ROLES)}")
-        c = m.get("content")
-        if isinstance(c, list):  # content parts: only text can be decoded here
-            c = "".join(part.get("text", "") for part in c
-                        if isinstance(part, dict) and part.get("type") == "text")
-        if not isinstance(c, str):
-            raise ValueError("message content must be text")
-        out.append(Msg(m["role"], c))
-    return out
-
-
-def _settings(body: dict, defaults: GenerationSettings) -> GenerationSettings:
-    s = _copy(defaults)
-    mt = body.get("max_completion_tokens", body.get("max_tokens"))
-    if mt is not None:
-        s.max_tokens = int(mt)
-    for key in ("temperature", "top_p", "min_p", "repeat_penalty"):
-        if body.get(key) is not None:
-            setattr(s, key, float(body[key]))
-    if body.get("top_k") is not None:
-        s.top_k = int(body["top_k"])
-    if body.get("seed") is not None:
-        s.seed = int(body["seed"])
-    stop = body.get("stop")
-    if stop is not None:
-        stop = [stop] if isinstance(stop, str) else stop
-        if not isinstance(stop, list) or not all(isinstance(x, str) for x in stop):
-            raise ValueError("stop must be a string or a list of strings")
-        s.stop = tuple(stop)
-    s.validate()
-    return s
+        item.request = BatchRequest(cid, messages(body.get("messages")), settings_from_body(body, defaults),
+                                    line=line)
+    except ValueError as e:
+        item.error = f"line {line}: {e}"
+    return item

@@ -2,8 +2,13 @@
 
 Using OpenAI's output format means the results feed the same tooling as a
 hosted batch. Each record is flushed as it is written, and the output file
-doubles as the resume journal: custom_ids already in it are skipped on the
+doubles as the resume journal: requests already in it are skipped on the
 next run, so a crash or Ctrl+C loses only the requests that were mid-decode.
+
+The journal knows a request by its id (requests.py keeps ids unique), with
+one exception: a line refused before decoding (code "invalid_request") is
+known by its id and the digest of its text, so once the user fixes that line
+it runs on the next pass instead of being taken as done.
 """
 
 from __future__ import annotations
@@ -12,34 +17,72 @@ import json
 import os
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.batch.types import BatchResult, BatchStats
 from app.batchfile.requests import InputItem
+from app.errors import LlamaDeskError
+
+INVALID = "invalid_request"
 
 
-def done_ids(path: str | Path) -> set[str]:
-    """custom_ids already answered in an output file, dropping a half-written last line.
+class BatchOutputError(LlamaDeskError):
+    """The output file holds something other than batch output records."""
+
+
+@dataclass
+class Journal:
+    done: set[str] = field(default_factory=set)  # custom_ids answered (or failed while decoding)
+    refused: set[tuple[str, str]] = field(default_factory=set)  # (custom_id, digest) refused lines
+
+    def has(self, item: InputItem) -> bool:
+        return item.custom_id in self.done or (item.custom_id, item.digest) in self.refused
+
+
+def read_journal(path: str | Path) -> Journal:
+    """What an output file already holds, dropping a half-written last line.
 
     A run killed mid-write leaves a partial line; cutting it keeps the file valid
-    JSONL and lets its request run again."""
+    JSONL and lets its request run again. A file that is not batch output (the
+    input given as -o, someone's notes) is refused, not appended to or cut."""
+    j = Journal()
     p = Path(path)
     if not p.exists():
-        return set()
+        return j
     data = p.read_bytes()
     keep = data[: data.rfind(b"\n") + 1]
+    for n, raw in enumerate(keep.split(b"\n")[:-1], 1):
+        rec = _record(raw)
+        if rec is None:
+            if raw.strip():
+                raise BatchOutputError(f"{p}: line {n} is not a batch output record; "
+                                       "name a new or earlier output file with -o")
+            continue
+        err, extra = rec.get("error"), rec.get("llamadesk")
+        digest = extra.get("input_sha256") if isinstance(extra, dict) else None
+        if isinstance(err, dict) and err.get("code") == INVALID and isinstance(digest, str):
+            j.refused.add((rec["custom_id"], digest))
+        else:  # records written before digests were: known by id alone
+            j.done.add(rec["custom_id"])
     if len(keep) != len(data):
+        if not data[len(keep):].lstrip().startswith(b"{"):
+            raise BatchOutputError(f"{p}: the last line is not a batch output record; "
+                                   "name a new or earlier output file with -o")
         with open(p, "r+b") as f:
             f.truncate(len(keep))
-    ids = set()
-    for raw in keep.splitlines():
-        try:
-            rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("custom_id"), str):
-            ids.add(rec["custom_id"])
-    return ids
+    return j
+
+
+def _record(raw: bytes) -> dict | None:
+    """An output record (OpenAI's shape: custom_id with response or error), else None."""
+    try:
+        rec = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("custom_id"), str):
+        return None
+    return rec if "response" in rec or "error" in rec else None
 
 
 class ResultWriter:
@@ -51,13 +94,18 @@ class ResultWriter:
         self._f = open(self.path, "a", encoding="utf-8")
 
     def write(self, res: BatchResult) -> None:
-        self._f.write(json.dumps(output_record(res, self.model_name), ensure_ascii=False) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        self._append(output_record(res, self.model_name))
 
     def write_error(self, item: InputItem) -> None:
-        st = BatchStats(stop_reason="error", error=item.error, error_kind="invalid_request")
-        self.write(BatchResult(item.custom_id, "", st, item.line))
+        st = BatchStats(stop_reason="error", error=item.error, error_kind=INVALID)
+        rec = output_record(BatchResult(item.custom_id, "", st, item.line), self.model_name)
+        rec["llamadesk"]["input_sha256"] = item.digest
+        self._append(rec)
+
+    def _append(self, rec: dict) -> None:
+        self._f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
 
     def close(self) -> None:
         self._f.close()

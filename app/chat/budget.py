@@ -4,6 +4,17 @@ When history + the new message + the reply budget exceed n_ctx, the oldest
 turns go first (never the system prompt), and exactly which ones went is
 reported so the window can mark them and the gauges can count them. Silent
 truncation is the peers' failure we avoid.
+
+The cut is searched, not scanned. Dropping turns one at a time re-rendered
+and re-tokenized the whole history per turn, quadratic in its length (a
+4,000-message conversation spent minutes here before prefill began). The
+answer is the same: the first cut, oldest first, whose prompt fits. That
+rests on one property of the formats, that a prompt without a whole turn is
+never longer than with it, which makes "fits" false then true along the
+cuts. Every prompt tried is still the format's render of exactly the kept
+messages, tokenized at once, because a chat template may render a message
+differently by its place (Gemma's folds the system prompt into the first
+user turn), so per-message token counts could not be summed.
 """
 
 from __future__ import annotations
@@ -33,22 +44,69 @@ def fit_history(
 ) -> Fit:
     head = [Msg("system", system)] if system and system.strip() else []
     tail = [Msg("user", new_message)]
-    start = 0
-    full = None
-    while True:
-        kept = head + history[start:] + tail
-        tokens = to_tokens(kept)
-        full = full if full is not None else len(tokens)
-        if len(tokens) + max_tokens <= n_ctx:
-            return Fit(tokens, kept, list(range(start)), full - len(tokens))
-        if start >= len(history):
+    cuts = _turn_starts(history)
+    rendered: dict[int, list[int]] = {}
+    latest = [-1]  # the cut rendered last: a template format keeps state from its last render
+
+    def tokens_at(j: int, again: bool = False) -> list[int]:
+        if j not in rendered or again:
+            rendered[j] = to_tokens(head + history[cuts[j]:] + tail)
+            latest[0] = j
+        return rendered[j]
+
+    def fits(j: int) -> bool:
+        return len(tokens_at(j)) + max_tokens <= n_ctx
+
+    last = len(cuts) - 1
+    if not fits(0):
+        if not fits(last):
+            tokens = tokens_at(last)
             what = "message with the system prompt" if head else "message"
             raise ContextOverflowError(
                 f"the {what} is {len(tokens)} tokens; with max_tokens {max_tokens} it needs "
                 f"{len(tokens) + max_tokens} but the context holds {n_ctx}: shorten it, "
                 "lower max tokens, or raise the context length"
             )
-        # Drop one whole turn: a user message and the reply that answered it.
-        start += 1
-        while start < len(history) and history[start].role != "user":
-            start += 1
+        j = _first_fit(fits, last)
+    else:
+        j = 0
+    # Render the kept messages last, as the scan did: the caller reads the
+    # format's stop strings afterwards, and they come from the last render.
+    full, tokens = len(tokens_at(0)), tokens_at(j, again=latest[0] != j)
+    kept = head + history[cuts[j]:] + tail
+    return Fit(tokens, kept, list(range(cuts[j])), full - len(tokens))
+
+
+def _turn_starts(history: list[Msg]) -> list[int]:
+    """The cuts tried, oldest first: 0, then each later start of a turn (a user
+    message: a turn is it and the reply that answered it), then len(history)."""
+    cuts = [0]
+    n = len(history)
+    while cuts[-1] < n:
+        s = cuts[-1] + 1
+        while s < n and history[s].role != "user":
+            s += 1
+        cuts.append(s)
+    return cuts
+
+
+def _first_fit(fits: Callable[[int], bool], last: int) -> int:
+    """The least j in (0, last] with fits(j), given not fits(0) and fits(last).
+
+    Gallops back from the end before bisecting: what fits is at most n_ctx
+    tokens, so the cut is usually near the end, and the renders tried near
+    the end are short where bisecting from the middle renders half the history."""
+    lo, hi, step = 0, last, 1  # invariant: not fits(lo), fits(hi)
+    while hi - step > lo:
+        if not fits(hi - step):
+            lo = hi - step
+            break
+        hi -= step
+        step *= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -12,10 +12,13 @@ import sys
 import threading
 import time
 
-from app.batch.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, BatchEngine
+from app.batch.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
+from app.batch.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, ONLINE_RESERVE, BatchEngine
 from app.batch.types import BatchProgress
 from app.batchfile.job import BatchJob, JobSummary
-from app.commands.common import add_model_args, add_sampling_args, load_options, note, sampling
+from app.commands.common import add_model_args, add_sampling_args, check_range, load_options, note, sampling
+
+MAX_PARALLEL = MAX_SEQ - ONLINE_RESERVE  # one sequence stays free for chat turns
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -28,7 +31,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("input", metavar="INPUT", help="requests: .jsonl (OpenAI Batch format) or text")
     p.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl", help="results (appended)")
     p.add_argument("--parallel", type=int, default=DEFAULT_SLOTS, metavar="N",
-                   help=f"sequences decoded together (default {DEFAULT_SLOTS})")
+                   help=f"sequences decoded together, 1 to {MAX_PARALLEL} (default {DEFAULT_SLOTS})")
     p.add_argument("--quiet", action="store_true", help="no progress line, only the summary")
     add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot")
     add_sampling_args(p, max_tokens=256)
@@ -76,20 +79,43 @@ class _ProgressLine:
             sys.stderr.write("\n")
 
 
+def check_slots(args: argparse.Namespace) -> None:
+    """--parallel and --ctx as typed, before anything loads: BatchContext would
+    see --parallel plus the reserved chat sequence, a number the user never typed."""
+    check_range("--parallel", args.parallel, 1, MAX_PARALLEL)
+    check_range("--ctx", args.ctx, MIN_SLOT_CTX)
+    total = (args.parallel + ONLINE_RESERVE) * args.ctx
+    if total > MAX_TOTAL_CTX:
+        raise ValueError(f"--parallel {args.parallel} with --ctx {args.ctx} needs {total} tokens of "
+                         f"context (the chat slot included); the most is {MAX_TOTAL_CTX}")
+
+
+def check_model_ctx(args: argparse.Namespace, path) -> None:
+    """A slot longer than the model was trained for decodes nothing useful, and
+    its cache can be more memory than the machine has (the kernel then kills
+    the process without a word), so refuse it from the file's header."""
+    from app.engine.gguf import read_header
+
+    trained = read_header(path).context_length
+    if trained and args.ctx > trained:
+        raise ValueError(f"--ctx {args.ctx} is longer than the model's training context ({trained} tokens)")
+
+
 def run(args: argparse.Namespace) -> int:
     from app.engine.loader import load_model
     from app.engine.models import resolve_model
 
-    if args.parallel < 1:
-        raise ValueError(f"--parallel must be at least 1, got {args.parallel}")
+    check_slots(args)
     defaults = sampling(args)
+    opts = load_options(args)
     job = BatchJob(args.input, args.output, defaults)  # bad input: one line, exit 2, before loading
     if not job.todo:
         note(f"all {len(job.items)} requests are already in {args.output}; nothing to do")
         return 0
-    opts = load_options(args)
     slot_ctx, opts.n_ctx = opts.n_ctx, 256  # the chat context is unused here: keep it small
-    model = load_model(resolve_model(args.model), opts)
+    path = resolve_model(args.model)
+    check_model_ctx(args, path)
+    model = load_model(path, opts)
     try:
         if model.report.fallback:
             note(model.report.fallback)

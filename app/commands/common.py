@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from app.engine.loader import LoadOptions
@@ -30,16 +31,32 @@ def add_sampling_args(p: argparse.ArgumentParser, max_tokens: int = 512) -> None
     g.add_argument("--seed", type=int, default=None, metavar="S", help="fixed seed for reproducible output")
 
 
+# llama.cpp takes these as 32-bit C ints; ctypes would wrap a larger one silently
+# (--ctx 4294967808 became a 512-token context) instead of refusing it.
+INT32_MAX = 2**31 - 1
+MAX_THREADS = 512  # ggml's GGML_MAX_N_THREADS: its thread pool holds no more
+FLOAT_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "min_p": "--min-p",
+               "repeat_penalty": "--repeat-penalty"}
+
+
+def check_range(flag: str, value: int, lo: int, hi: int = INT32_MAX) -> None:
+    if not lo <= value <= hi:
+        raise ValueError(f"{flag} must be between {lo} and {hi}, got {value}")
+
+
 def load_options(args: argparse.Namespace) -> LoadOptions:
-    if args.ctx < 16:
-        raise ValueError(f"--ctx must be at least 16, got {args.ctx}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    check_range("--ctx", args.ctx, 16)
+    check_range("--gpu-layers", args.gpu_layers, -1)
+    if args.threads is not None:
+        check_range("--threads", args.threads, 1, MAX_THREADS)
     return LoadOptions(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads,
                        flash_attn=args.flash_attn)
 
 
 def sampling(args: argparse.Namespace) -> GenerationSettings:
+    for name, flag in FLOAT_FLAGS.items():  # argparse's float() takes "nan" and "inf"
+        if not math.isfinite(getattr(args, name)):
+            raise ValueError(f"{flag} must be a finite number, got {getattr(args, name)}")
     s = GenerationSettings(
         max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
         top_k=args.top_k, min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed,

@@ -6,12 +6,17 @@ token), which is what keeps the engine's decode rate at the raw loop's.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import asdict, dataclass, field
 
 import llama_cpp
 
 PENALTY_WINDOW = 64  # recent tokens the repeat penalty looks at
+INT32_MAX = 2**31 - 1  # max_tokens and top_k reach llama.cpp as int32_t
+# The dist sampler takes a uint32_t seed and reads its top value, LLAMA_DEFAULT_SEED,
+# as "pick one at random", so a fixed seed stops one short; -1 asks for random.
+SEED_MAX = 2**32 - 2
 
 
 @dataclass
@@ -32,25 +37,57 @@ class GenerationSettings:
         return d
 
     def validate(self) -> None:
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        """Refuse what llama.cpp cannot take: NaN passes every `<` test, and an
+        int past its C type is wrapped silently by ctypes into another value."""
+        _check_int("max_tokens", self.max_tokens, 1, INT32_MAX)
+        _check_int("top_k", self.top_k, 0, INT32_MAX)
+        if self.seed is not None:
+            _check_int("seed", self.seed, -1, SEED_MAX)
+        for name in ("temperature", "top_p", "min_p", "repeat_penalty"):
+            _check_real(name, getattr(self, name))
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not 0 <= self.min_p <= 1:
             raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
         if self.repeat_penalty <= 0:
             raise ValueError(f"repeat_penalty must be > 0, got {self.repeat_penalty}")
+        if not isinstance(self.stop, tuple | list) or not all(isinstance(x, str) for x in self.stop):
+            raise ValueError("stop must be a list of strings")
+
+
+def _show(v) -> str:
+    """A value for an error message, cut so a hostile 4,000-digit number stays one short line."""
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _check_int(name: str, v, lo: int, hi: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{name} must be a whole number, got {_show(v)}")
+    if v < lo:
+        raise ValueError(f"{name} must be at least {lo}, got {_show(v)}")
+    if v > hi:
+        raise ValueError(f"{name} must be at most {hi}, got {_show(v)}")
+
+
+def _check_real(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError(f"{name} must be a number, got {_show(v)}")
+    try:
+        finite = math.isfinite(v)
+    except OverflowError:  # an int too large for a float
+        finite = False
+    if not finite:
+        raise ValueError(f"{name} must be a finite number, got {_show(v)}")
 
 
 class Sampler:
     """Owns one llama_sampler chain; free it with close()."""
 
     def __init__(self, s: GenerationSettings, n_vocab: int):
-        self.seed = s.seed if s.seed is not None and s.seed >= 0 else random.getrandbits(32)
+        self.seed = s.seed if s.seed is not None and s.seed >= 0 else random.randrange(SEED_MAX + 1)
         params = llama_cpp.llama_sampler_chain_default_params()
         self.chain = llama_cpp.llama_sampler_chain_init(params)
         add = lambda smpl: llama_cpp.llama_sampler_chain_add(self.chain, smpl)  # noqa: E731

@@ -37,10 +37,11 @@ def test_pasted_prompts_fill_the_table_and_the_output(qtbot, make_window, tmp_pa
     assert summary is not None and summary.ok == 6
     assert panel.table.rowCount() == 6
     ids = {panel.table.item(r, 0).text() for r in range(6)}
-    assert ids == {f"line-{i}" for i in range(1, 7)}
+    assert len(ids) == 6 and all(i.startswith("#") for i in ids)  # automatic ids of plain-text lines
     assert all(panel.table.item(r, 1).text() == "ok" for r in range(6))
     out = _lines(tmp_path / "out.jsonl")
     assert len(out) == 6 and {o["custom_id"] for o in out} == ids
+    assert sorted(o["llamadesk"]["line"] for o in out) == list(range(1, 7))
     # live, not only at the end: several repaints with different values while it ran
     assert len(seen) >= 3
     assert len({d for d, _, _ in seen}) >= 3, seen
@@ -126,7 +127,7 @@ def test_chat_during_a_batch_uses_the_online_slot(qtbot, make_window, tmp_path):
     qtbot.waitUntil(lambda: panel.done_bar.maximum() == 6, timeout=2_000)  # the chat turn is not counted
     panel.cancel()
     out = _lines(tmp_path / "out.jsonl") if (tmp_path / "out.jsonl").exists() else []
-    assert all(o["custom_id"].startswith("line-") for o in out)  # the chat turn is not a batch result
+    assert all(o["custom_id"].startswith("#") for o in out)  # the chat turn is not a batch result
     after = ask(qtbot, win, "Say hi.")  # no batch: the chat's own context again
     assert after.stats.n_ctx == 2048
 

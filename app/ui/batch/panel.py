@@ -80,7 +80,7 @@ class BatchPanel(QWidget):
         out_btn.clicked.connect(lambda: self._choose(self.output_edit, QFileDialog.getSaveFileName,
                                                      "JSONL (*.jsonl)"))
         self.slots = QSpinBox()
-        self.slots.setRange(1, 256)
+        self.slots.setRange(1, 255)  # one more sequence is kept for chat turns (llama.cpp: 256)
         self.slots.setValue(DEFAULT_SLOTS)
         self.slots.setToolTip("Sequences decoded together (one more is kept for chat messages)")
         self.max_tokens = QSpinBox()
