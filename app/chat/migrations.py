@@ -83,7 +83,7 @@ _FTS = [
         INSERT INTO {FTS_TABLE}(rowid, content) VALUES (new.id, new.content); END""",
     f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')",
 ]
-_FTS_TRIGGERS = ("messages_fts_ai", "messages_fts_ad", "messages_fts_au")
+FTS_TRIGGERS = ("messages_fts_ai", "messages_fts_ad", "messages_fts_au")
 
 
 def fts_available() -> bool:
@@ -106,13 +106,13 @@ def ensure_search_index(conn: sqlite3.Connection, available: bool) -> bool:
     """
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     if not available:
-        for t in _FTS_TRIGGERS:
+        for t in FTS_TRIGGERS:
             if t in names:
                 conn.execute(f"DROP TRIGGER {t}")
         return False
-    if all(t in names for t in _FTS_TRIGGERS):
+    if all(t in names for t in FTS_TRIGGERS):
         return True
-    for t in _FTS_TRIGGERS:
+    for t in FTS_TRIGGERS:
         if t in names:
             conn.execute(f"DROP TRIGGER {t}")
     if FTS_TABLE in names:
@@ -127,5 +127,5 @@ def needs_work(conn: sqlite3.Connection, available: bool) -> bool:
     if user_version(conn) != CURRENT:
         return True
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    has = all(t in names for t in _FTS_TRIGGERS)
+    has = all(t in names for t in FTS_TRIGGERS)
     return has != available

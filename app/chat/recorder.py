@@ -90,14 +90,10 @@ class TurnRecorder:
     def begin(self, conv_id: int | None, user_text: str, system: str | None,
               settings: GenerationSettings, history_ids: Sequence[int | None] = ()) -> Turn | None:
         """Save the question and an empty reply row ("generating") before generation starts."""
-        def save() -> Turn:
+        def save() -> Turn:  # one transaction: a failure leaves no conversation without its question
             fields = self._conversation_fields(system, settings)
-            created = conv_id is None
-            cid = self.store.create_conversation(**fields) if created else conv_id
-            if not created:
-                self.store.update_conversation(cid, **fields)
-            user_id = self.store.add_message(cid, "user", user_text)
-            return Turn(cid, user_id, self.store.begin_reply(cid), list(history_ids), created)
+            cid, user_id, reply_id = self.store.begin_turn(conv_id, user_text, **fields)
+            return Turn(cid, user_id, reply_id, list(history_ids), conv_id is None)
         return self._guard("save the question", save)
 
     def progress(self, turn: Turn | None, text: str) -> None:

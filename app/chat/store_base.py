@@ -17,6 +17,8 @@ from typing import Self
 
 from app.chat.errors import ConversationNotFound, StoreError
 
+MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY range: rows are numbered from 1
+
 
 class StoreBase:
     def __init__(self, conn: sqlite3.Connection, path: Path, fts: bool):
@@ -27,6 +29,7 @@ class StoreBase:
         self.moved_to: Path | None = None  # where an unreadable database went
         self.notice: str | None = None  # one line to show the user, if any
         self.recovered = 0  # replies marked interrupted when this store opened
+        self.read_only = False  # opened with Store.open(writable=False) on a file it cannot write
 
     def close(self) -> None:
         with self._lock:
@@ -49,11 +52,16 @@ class StoreBase:
                 yield self._conn
             except sqlite3.Error as e:
                 raise StoreError(self.path, f"database error: {e}") from e
+            except UnicodeEncodeError as e:  # a lone surrogate (from undecodable bytes) cannot be stored
+                raise StoreError(self.path, f"the text is not valid UTF-8 (character {e.start + 1} comes "
+                                            "from bytes that are not UTF-8); nothing was saved") from e
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: takes the write lock up front so a
         concurrent writer waits (busy timeout) instead of failing mid-way."""
+        if self.read_only:
+            raise StoreError(self.path, "the history was opened read-only; nothing can be saved")
         with self._read() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -63,7 +71,14 @@ class StoreBase:
                 raise
             conn.execute("COMMIT")
 
+    def _check_id(self, conv_id: int) -> None:
+        """An id SQLite could never have given is simply not there (it would
+        otherwise fail to bind, with OverflowError)."""
+        if not 1 <= conv_id <= MAX_ID:
+            raise ConversationNotFound(self.path, f"no conversation with id {conv_id}")
+
     def _require(self, conn: sqlite3.Connection, conv_id: int) -> None:
+        self._check_id(conv_id)
         row = conn.execute("SELECT 1 FROM conversations WHERE id = ? AND deleted_at IS NULL",
                            (conv_id,)).fetchone()
         if row is None:

@@ -12,7 +12,7 @@ import time
 
 from app.chat.errors import ConversationNotFound
 from app.chat.records import Conversation, ConversationSummary, StoredMessage
-from app.chat.store_base import StoreBase
+from app.chat.store_base import MAX_ID, StoreBase
 from app.engine.stats import ReplyStats
 
 
@@ -22,11 +22,7 @@ class ConversationRows(StoreBase):
                             created_at: float | None = None) -> int:
         now = time.time() if created_at is None else created_at
         with self._write() as c:
-            cur = c.execute(
-                "INSERT INTO conversations (title, created_at, updated_at, system_prompt, model, settings) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (title.strip(), now, now, system_prompt, model, json.dumps(settings or {})))
-            return cur.lastrowid
+            return insert_conversation(c, title.strip(), now, now, system_prompt, model, settings or {})
 
     def list_conversations(self, limit: int | None = None) -> list[ConversationSummary]:
         """Newest activity first, deleted ones left out."""
@@ -42,6 +38,7 @@ class ConversationRows(StoreBase):
 
     def get_conversation(self, conv_id: int) -> Conversation:
         """The conversation with every message, its stats and context markers."""
+        self._check_id(conv_id)
         with self._read() as c:
             row = c.execute(
                 "SELECT id, title, created_at, updated_at, system_prompt, model, settings "
@@ -91,6 +88,8 @@ class ConversationRows(StoreBase):
             c.execute("UPDATE conversations SET deleted_at = ? WHERE id = ?", (time.time(), conv_id))
 
     def restore_conversation(self, conv_id: int) -> None:
+        if not 1 <= conv_id <= MAX_ID:
+            raise ConversationNotFound(self.path, f"no deleted conversation with id {conv_id} to restore")
         with self._write() as c:
             n = c.execute("UPDATE conversations SET deleted_at = NULL "
                           "WHERE id = ? AND deleted_at IS NOT NULL", (conv_id,)).rowcount
@@ -100,6 +99,8 @@ class ConversationRows(StoreBase):
     def discard_conversation(self, conv_id: int) -> None:
         """Delete at once, with no undo: for rolling back a conversation that
         never got a turn, not for the user's delete (that is `delete_conversation`)."""
+        if not 1 <= conv_id <= MAX_ID:
+            return
         with self._write() as c:
             c.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
 
@@ -112,3 +113,11 @@ class ConversationRows(StoreBase):
             return 0
         with self._write() as c:
             return c.execute("DELETE FROM conversations WHERE deleted_at <= ?", (cutoff,)).rowcount
+
+
+def insert_conversation(c, title: str, created: float, updated: float, system_prompt: str | None,
+                        model: str | None, settings: dict) -> int:
+    cur = c.execute(
+        "INSERT INTO conversations (title, created_at, updated_at, system_prompt, model, settings) "
+        "VALUES (?, ?, ?, ?, ?, ?)", (title, created, updated, system_prompt, model, json.dumps(settings)))
+    return cur.lastrowid

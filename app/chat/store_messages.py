@@ -16,7 +16,8 @@ from collections.abc import Iterable
 
 from app.chat.errors import StoreError
 from app.chat.records import COMPLETE, GENERATING, INTERRUPTED, ROLES, STATES, Conversation
-from app.chat.store_base import StoreBase
+from app.chat.store_base import MAX_ID, StoreBase
+from app.chat.store_conversations import insert_conversation
 from app.chat.store_files import pid_alive
 from app.engine.stats import ReplyStats
 
@@ -59,6 +60,35 @@ class MessageRows(StoreBase):
                           (make_title(content), conv_id))
             return mid
 
+    def begin_turn(self, conv_id: int | None, user_text: str, *, system_prompt: str | None = None,
+                   model: str | None = None, settings: dict | None = None) -> tuple[int, int, int]:
+        """The first write of a turn, all or nothing: the conversation (new, or its
+        system prompt, model and settings brought up to date; None leaves one as
+        it was), the question and the empty "generating" reply in one
+        transaction, so a failure (a full disk, text that cannot be stored)
+        never leaves an untitled conversation without its question.
+
+        Returns (conversation id, question id, reply id).
+        """
+        for what, text in (("message", user_text), ("system prompt", system_prompt), ("model name", model)):
+            if text is not None:
+                _storable(self.path, text, what)
+        meta = json.dumps(settings) if settings is not None else None
+        title, now = make_title(user_text), time.time()
+        with self._write() as c:
+            if conv_id is None:
+                conv_id = insert_conversation(c, title, now, now, system_prompt, model, settings or {})
+            else:
+                self._require(c, conv_id)
+                c.execute(
+                    "UPDATE conversations SET system_prompt = coalesce(?, system_prompt), "
+                    "model = coalesce(?, model), settings = coalesce(?, settings), "
+                    "updated_at = max(updated_at, ?), title = CASE title WHEN '' THEN ? ELSE title END "
+                    "WHERE id = ?", (system_prompt, model, meta, now, title, conv_id))
+            user_id = _insert(c, conv_id, "user", user_text, None, COMPLETE, False, now, now)
+            reply_id = _insert(c, conv_id, "assistant", "", None, GENERATING, False, now, now)
+        return conv_id, user_id, reply_id
+
     def begin_reply(self, conv_id: int) -> int:
         """An empty assistant message in state "generating"; save its text with `update_reply`."""
         return self.add_message(conv_id, "assistant", "", state=GENERATING)
@@ -66,6 +96,8 @@ class MessageRows(StoreBase):
     def update_reply(self, msg_id: int, text: str) -> None:
         """Save the reply so far (and prove its writer is alive). The caller
         saves at least once a second: that bounds what a crash can lose."""
+        if not 1 <= msg_id <= MAX_ID:
+            return
         with self._write() as c:
             c.execute("UPDATE messages SET content = ?, updated_at = ?, writer_pid = ? WHERE id = ?",
                       (text, time.time(), os.getpid(), msg_id))
@@ -78,7 +110,8 @@ class MessageRows(StoreBase):
             raise ValueError(f"a finished reply is complete or interrupted, not {state!r}")
         now = time.time()
         with self._write() as c:
-            row = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (msg_id,)).fetchone()
+            row = (c.execute("SELECT conversation_id FROM messages WHERE id = ?", (msg_id,)).fetchone()
+                   if 1 <= msg_id <= MAX_ID else None)
             if row is None:
                 raise StoreError(self.path, f"no message with id {msg_id}")
             c.execute("UPDATE messages SET content = ?, updated_at = ?, state = ?, stats = ?, "
@@ -95,6 +128,8 @@ class MessageRows(StoreBase):
 
     def delete_message(self, msg_id: int) -> None:
         """Remove one message; used to roll back a turn that failed before any text."""
+        if not 1 <= msg_id <= MAX_ID:
+            return
         with self._write() as c:
             c.execute("DELETE FROM messages WHERE id = ?", (msg_id,))
 
@@ -121,17 +156,23 @@ class MessageRows(StoreBase):
         arrives "interrupted".
         """
         with self._write() as c:
-            cur = c.execute(
-                "INSERT INTO conversations (title, created_at, updated_at, system_prompt, model, settings) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (conv.title, conv.created_at, conv.updated_at, conv.system_prompt, conv.model,
-                 json.dumps(conv.settings)))
-            cid = cur.lastrowid
+            cid = insert_conversation(c, conv.title, conv.created_at, conv.updated_at, conv.system_prompt,
+                                      conv.model, conv.settings)
             for m in conv.messages:
                 state = INTERRUPTED if m.state == GENERATING else m.state
                 _insert(c, cid, m.role, m.content, m.stats, state, m.out_of_context,
                         m.created_at, m.updated_at)
             return cid
+
+
+def _storable(path, text: str, what: str) -> None:
+    """Undecodable bytes reach Python as lone surrogates (a terminal's argv), which
+    SQLite cannot store; saying so beats a codec error about "surrogates"."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise StoreError(path, f"the {what} is not valid UTF-8 text (character {e.start + 1} comes from "
+                               f"bytes that are not UTF-8); nothing was saved") from e
 
 
 def _insert(c, conv_id, role, content, stats, state, out_of_context, created, updated) -> int:

@@ -2,7 +2,11 @@
 
 Documented in docs/transcript-format.md. Reading validates the whole document
 before anything is written, so a malformed or newer file changes nothing and
-gets one line saying what is wrong and where.
+gets one line saying what is wrong and where. That includes what JSON allows
+but a history cannot hold: text with lone surrogates (SQLite cannot store it),
+NaN and infinities (no JSON export could write them back), and times no clock
+produced (the list could not show them); milliseconds, which JavaScript tools
+write, are read as the time they mean.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app import __version__
+from app.chat import store_time
 from app.chat.errors import TranscriptError
 from app.chat.records import ROLES, STATES, Conversation, StoredMessage
 from app.engine.stats import ReplyStats
@@ -23,7 +28,8 @@ VERSION = 1
 
 
 def _finite(v):
-    """JSON has no NaN/Infinity; a non-finite rate (never expected) becomes null."""
+    """JSON has no NaN/Infinity; a non-finite value (never written by LlamaDesk, but
+    a hand-edited database may hold one) becomes null rather than failing the export."""
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
@@ -36,8 +42,8 @@ def to_document(conv: Conversation) -> dict:
         "conversation": {
             "id": conv.id,
             "title": conv.title,
-            "created_at": conv.created_at,
-            "updated_at": conv.updated_at,
+            "created_at": _finite(conv.created_at),
+            "updated_at": _finite(conv.updated_at),
             "system_prompt": conv.system_prompt,
             "model": conv.model,
             "settings": conv.settings,
@@ -45,8 +51,8 @@ def to_document(conv: Conversation) -> dict:
                 {
                     "role": m.role,
                     "content": m.content,
-                    "created_at": m.created_at,
-                    "updated_at": m.updated_at,
+                    "created_at": _finite(m.created_at),
+                    "updated_at": _finite(m.updated_at),
                     "state": m.state,
                     "out_of_context": m.out_of_context,
                     "stats": ({k: _finite(v) for k, v in m.stats.to_json().items()}
@@ -101,6 +107,42 @@ def _stats(d, where: str) -> ReplyStats | None:
     return ReplyStats.from_json(d)
 
 
+def _time(obj: dict, key: str, where: str, optional: bool = False) -> float | None:
+    v = _get(obj, key, _NUM, where, optional)
+    if v is None:
+        return None
+    ts = store_time.seconds(v)
+    if ts is None:
+        shown = f"{v:.6g}" if isinstance(v, float) else (str(v) if abs(v) < 10**20 else "a huge number")
+        raise _Bad(f"{where}.{key} {shown} is not a time: expected seconds since 1970 (up to year 9999) "
+                   "or milliseconds")
+    return ts
+
+
+def _walk(doc, root: str) -> None:
+    """What JSON allows but a history cannot keep, anywhere in the document (an
+    explicit stack: a deeply nested settings object must not hit the recursion limit)."""
+    stack = [(doc, root)]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise _Bad(f"{where} is not valid UTF-8 text (character {e.start + 1} is a lone "
+                           "surrogate, such as an escaped \\ud800 with no pair)") from None
+        elif isinstance(v, float) and not math.isfinite(v):
+            name = "NaN" if v != v else ("-Infinity" if v < 0 else "Infinity")
+            raise _Bad(f"{where} is {name}, which JSON does not allow and no export could write back")
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                stack.append((k, f"a key in {where}"))
+                named = isinstance(k, str) and k.isidentifier() and k.isascii()
+                stack.append((x, f"{where}.{k}" if named else f"{where}[{ascii(k)}]"))
+        elif isinstance(v, list):
+            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
+
+
 def from_document(doc) -> Conversation:
     """Validate a parsed document and build the conversation it describes (id 0)."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -110,37 +152,42 @@ def from_document(doc) -> Conversation:
         raise _Bad("the transcript has no integer version")
     if version != VERSION:
         newer = "a newer" if version > VERSION else "an unknown"
-        raise _Bad(f"transcript version {version} is {newer} version; this LlamaDesk reads version {VERSION}")
+        shown = version if abs(version) < 10**20 else "(a huge number)"
+        raise _Bad(f"transcript version {shown} is {newer} version; this LlamaDesk reads version {VERSION}")
     c = _get(doc, "conversation", (dict,), "document")
+    _walk(c, "conversation")
     w = "conversation"
     conv = Conversation(
         id=0,
         title=_get(c, "title", (str,), w),
-        created_at=float(_get(c, "created_at", _NUM, w)),
-        updated_at=float(_get(c, "updated_at", _NUM, w)),
+        created_at=_time(c, "created_at", w),
+        updated_at=_time(c, "updated_at", w),
         system_prompt=_get(c, "system_prompt", (str,), w, optional=True),
         model=_get(c, "model", (str,), w, optional=True),
         settings=_get(c, "settings", (dict,), w, optional=True) or {},
     )
     for i, m in enumerate(_get(c, "messages", (list,), w)):
-        mw = f"messages[{i}]"
-        if not isinstance(m, dict):
-            raise _Bad(f"{mw} should be an object")
-        role = _get(m, "role", (str,), mw)
-        if role not in ROLES:
-            raise _Bad(f"{mw}.role {role!r} is not one of {', '.join(ROLES)}")
-        state = _get(m, "state", (str,), mw)
-        if state not in STATES:
-            raise _Bad(f"{mw}.state {state!r} is not one of {', '.join(STATES)}")
-        created = float(_get(m, "created_at", _NUM, mw))
-        conv.messages.append(StoredMessage(
-            id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw),
-            created_at=created,
-            updated_at=float(_get(m, "updated_at", _NUM, mw, optional=True) or created),
-            state=state, stats=_stats(m.get("stats"), mw),
-            out_of_context=bool(_get(m, "out_of_context", (bool,), mw, optional=True)),
-        ))
+        conv.messages.append(_message(m, f"messages[{i}]"))
     return conv
+
+
+def _message(m, mw: str) -> StoredMessage:
+    if not isinstance(m, dict):
+        raise _Bad(f"{mw} should be an object")
+    role = _get(m, "role", (str,), mw)
+    if role not in ROLES:
+        raise _Bad(f"{mw}.role {role!r} is not one of {', '.join(ROLES)}")
+    state = _get(m, "state", (str,), mw)
+    if state not in STATES:
+        raise _Bad(f"{mw}.state {state!r} is not one of {', '.join(STATES)}")
+    created = _time(m, "created_at", mw)
+    updated = _time(m, "updated_at", mw, optional=True)
+    return StoredMessage(
+        id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw),
+        created_at=created, updated_at=created if updated is None else updated,
+        state=state, stats=_stats(m.get("stats"), mw),
+        out_of_context=bool(_get(m, "out_of_context", (bool,), mw, optional=True)),
+    )
 
 
 def load(path: str | Path) -> Conversation:
@@ -151,11 +198,19 @@ def load(path: str | Path) -> Conversation:
     except OSError as e:
         raise TranscriptError(path, f"cannot read it: {e.strerror or e}") from e
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8-sig")  # a BOM, as some Windows editors write, is harmless
     except UnicodeDecodeError as e:
-        raise TranscriptError(path, "not UTF-8 text, so not a LlamaDesk transcript") from e
+        raise TranscriptError(path, f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start} is "
+                                    "not UTF-8), so not a LlamaDesk transcript") from e
+    try:
+        doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise TranscriptError(path, f"not valid JSON (line {e.lineno} column {e.colno}: {e.msg})") from e
+    except RecursionError as e:
+        raise TranscriptError(path, "not a LlamaDesk transcript: its JSON is nested too deeply") from e
+    except ValueError as e:  # Python refuses integers of more than 4300 digits
+        raise TranscriptError(path, "not a LlamaDesk transcript: it has a number thousands of digits "
+                                    "long") from e
     try:
         return from_document(doc)
     except _Bad as e:

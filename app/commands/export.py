@@ -8,6 +8,7 @@ import sys
 from app.chat import export
 from app.chat.store import Store
 from app.commands.common import note
+from app.commands.list import write_stdout
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -23,14 +24,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    with Store.open() as store:
+    with Store.open(writable=False) as store:  # exporting only reads: a read-only folder is fine
         if store.notice:
             note(store.notice)
         conv = store.get_conversation(args.id)
     if args.output == "-":
-        sys.stdout.write(export.render(conv, args.format or "md"))
-        sys.stdout.flush()
-        return 0
+        text = export.render(conv, args.format or "md")  # rendered first: an error is not half-printed
+        return write_stdout(lambda: sys.stdout.write(text))
     path = export.export(conv, args.output, args.format)
     note(f"exported conversation {conv.id} ({len(conv.messages)} messages) to {path}")
     return 0

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         if store.notice:
             note(store.notice)
         new_id = store.import_conversation(conv)
-    note(f"imported {args.file} as conversation {new_id}: {conv.title or '(untitled)'} "
-         f"({len(conv.messages)} messages)")
+    title = " ".join(conv.title.split()) or "(untitled)"  # an imported title may hold newlines
+    note(f"imported {args.file} as conversation {new_id}: {title} ({len(conv.messages)} messages)")
     print(new_id)
     return 0

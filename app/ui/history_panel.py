@@ -30,19 +30,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat import store_time
+
 ID_ROLE = Qt.ItemDataRole.UserRole
 META_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 def when(ts: float, now: float | None = None) -> str:
-    """Short and relative enough to scan a list: a time today, else a date."""
-    now = time.time() if now is None else now
-    t, n = time.localtime(ts), time.localtime(now)
-    if t[:3] == n[:3]:
-        return time.strftime("%H:%M", t)
-    if t.tm_year == n.tm_year:
-        return time.strftime("%b %d", t)
-    return time.strftime("%Y-%m-%d", t)
+    """Short and relative enough to scan a list: a time today, else a date.
+
+    A stored time no clock produced (a bad import, a hand-edited file) shows as
+    "?": one such row must not stop the list, or the window, from opening.
+    """
+    t = store_time.local(ts)
+    n = store_time.local(time.time() if now is None else now)
+    if t is None:
+        return store_time.UNKNOWN
+    if n is not None and t.date() == n.date():
+        return t.strftime("%H:%M")
+    if n is not None and t.year == n.year:
+        return t.strftime("%b %d")
+    return t.strftime("%Y-%m-%d")
 
 
 class _TwoLineDelegate(QStyledItemDelegate):

@@ -55,3 +55,39 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
             assert [m.content for m in msgs] == [f"{name} reply {i}" for i in range(n)]
             assert {m.state for m in msgs} == {COMPLETE}
         assert s.recovered == 0
+
+
+TURNS = """
+import os, sys, time
+from app.chat.store import Store
+name, n, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with Store.open() as s:
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    for i in range(n):
+        s.begin_turn(None, f"{name} {i}", system_prompt=name, model=None, settings={"i": i})
+print("done")
+"""
+
+
+def test_first_writes_of_turns_from_two_processes_are_each_whole(tmp_path: Path):
+    """begin_turn is one transaction: interleaved, every conversation still has its
+    question and its reply row, never one without the other."""
+    n = 60
+    Store.open().close()
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", TURNS, name, str(n), str(go)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("window", "cli")]
+    time.sleep(0.5)
+    go.touch()
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.strip() == "done", err
+    with Store.open() as s:
+        convs = s.list_conversations()
+        assert len(convs) == 2 * n
+        for c in convs:
+            conv = s.get_conversation(c.id)
+            assert [m.role for m in conv.messages] == ["user", "assistant"]
+            assert conv.title == conv.messages[0].content and conv.title.startswith(conv.system_prompt)

@@ -173,3 +173,90 @@ def test_unknown_keys_are_ignored_and_new_stats_fields_default(saved, tmp_path):
     p.write_text(json.dumps(doc))
     conv = transcript.load(p)
     assert conv.messages[1].stats.error is None and conv.messages[1].stats.dropped_tokens == 7
+
+
+def _with(path, tmp_path, name: str, change):
+    doc = json.loads(path.read_text("utf-8"))
+    change(doc["conversation"])
+    p = tmp_path / f"{name}.json"
+    p.write_text(json.dumps(doc), "utf-8")  # json.dumps writes NaN/Infinity, as some tools do
+    return p
+
+
+def _set(field: str, value, message: int | None = None):
+    def change(c):
+        (c if message is None else c["messages"][message])[field] = value
+    return change
+
+
+@pytest.mark.parametrize("field, message", [("updated_at", None), ("created_at", None),
+                                            ("created_at", 0), ("updated_at", 2)])
+@pytest.mark.parametrize("value, why", [
+    (1e300, "is not a time"), (-5, "is not a time"), (-1e18, "is not a time"),
+    (10**400, "is not a time"), (float("inf"), "is Infinity"), (float("-inf"), "is -Infinity"),
+    (float("nan"), "is NaN"), (1e18, "is not a time"),
+])
+def test_timestamps_out_of_range_are_refused_naming_the_field(saved, tmp_path, field, message, value, why):
+    _, path = saved
+    bad = _with(path, tmp_path, "bad", _set(field, value, message))
+    with Store.open() as s:
+        before = db_rows(s.path)
+        with pytest.raises(TranscriptError) as exc:
+            s.import_conversation(transcript.load(bad))
+        assert db_rows(s.path) == before
+    msg = str(exc.value)
+    where = f"messages[{message}].{field}" if message is not None else f"conversation.{field}"
+    assert str(bad) in msg and where in msg and why in msg and "\n" not in msg
+
+
+def test_milliseconds_are_read_as_the_time_they_mean(saved, tmp_path):
+    _, path = saved
+    ms = 1733040000000  # 2024-12-01 in JavaScript's Date.now()
+    p = _with(path, tmp_path, "ms", lambda c: c.update(created_at=ms, updated_at=ms + 500))
+    conv = transcript.load(p)
+    assert (conv.created_at, conv.updated_at) == (1733040000.0, 1733040000.5)
+    edge = _with(path, tmp_path, "edge", lambda c: c.update(created_at=0, updated_at=253402128000))
+    assert (transcript.load(edge).created_at, transcript.load(edge).updated_at) == (0.0, 253402128000.0)
+
+
+@pytest.mark.parametrize("name, change, where", [
+    ("content", _set("content", "half \ud83d a pair", 0), "messages[0].content"),
+    ("title", _set("title", "\udcff"), "conversation.title"),
+    ("settings key", _set("settings", {"ok": {"\ud800": 1}}), "a key in conversation.settings.ok"),
+    ("settings value", _set("settings", {"stop": ["a", "\udfff"]}), "conversation.settings.stop[1]"),
+    ("model", _set("model", "m\ud800.gguf"), "conversation.model"),
+])
+def test_lone_surrogates_are_refused_naming_the_field(saved, tmp_path, name, change, where):
+    _, path = saved
+    bad = _with(path, tmp_path, name.replace(" ", "-"), change)
+    assert "\\ud" in bad.read_text("utf-8")  # an escaped half of a pair: valid JSON, not storable
+    with Store.open() as s:
+        before = db_rows(s.path)
+        with pytest.raises(TranscriptError) as exc:
+            s.import_conversation(transcript.load(bad))
+        assert db_rows(s.path) == before
+    msg = str(exc.value)
+    assert str(bad) in msg and where in msg and "not valid UTF-8 text" in msg and "\n" not in msg
+    msg.encode("utf-8")  # the message itself is printable
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b'{"format": "llamadesk.transcript", "title": "caf\xe9"}', "byte 0xe9 at offset 48 is not UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"version": ' + b"9" * 5000 + b"}", "a number thousands of digits long"),
+    (b'{"format": "llamadesk.transcript", "version": ' + b"9" * 30 + b"}", "(a huge number)"),
+])
+def test_hostile_files_get_one_line_naming_the_file(tmp_path, raw, why):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(raw)
+    with pytest.raises(TranscriptError) as exc:
+        transcript.load(bad)
+    msg = str(exc.value)
+    assert why in msg and str(bad) in msg and "\n" not in msg
+
+
+def test_a_byte_order_mark_is_harmless(saved, tmp_path):
+    conv, path = saved
+    p = tmp_path / "bom.json"
+    p.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert transcript.load(p).title == conv.title

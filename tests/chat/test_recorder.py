@@ -175,3 +175,38 @@ def test_saver_saves_on_its_own_timer_without_events(store):
     assert not saver._thread.is_alive()
     with pytest.raises(ValueError):
         ReplySaver(TurnRecorder(store), turn, every_s=0)
+
+
+def test_a_question_that_cannot_be_stored_leaves_no_orphan_conversation(store):
+    """`ask $'hi \\xff'` gives Python a lone surrogate: the whole first write is refused."""
+    from app.chat.errors import StoreError
+
+    bad = "hi \udcff"
+    with pytest.raises(StoreError, match="the message is not valid UTF-8 text") as exc:
+        TurnRecorder(store).begin(None, bad, "sys", greedy(4))
+    assert "\n" not in str(exc.value)
+    assert store.list_conversations() == []
+
+    kept = store.create_conversation(system_prompt="old")
+    store.add_message(kept, "user", "earlier")
+    reports = []
+    rec = TurnRecorder(store, on_error=reports.append)  # the window: reported once, chat goes on
+    assert rec.begin(kept, bad, "new system", greedy(4)) is None
+    assert rec.begin(None, bad, None, greedy(4)) is None
+    assert len(reports) == 1 and "not valid UTF-8" in reports[0] and "\n" not in reports[0]
+    conv = store.get_conversation(kept)
+    assert [m.content for m in conv.messages] == ["earlier"] and conv.system_prompt == "old"
+    assert [c.id for c in store.list_conversations()] == [kept]
+
+
+def test_begin_saves_the_question_and_an_empty_reply_in_one_go(store):
+    rec = TurnRecorder(store)
+    rec.model = {"file": "m.gguf", "quantization": "Q4_K_M"}
+    turn = rec.begin(None, "A question", "sys", greedy(4), history_ids=[])
+    conv = store.get_conversation(turn.conversation_id)
+    assert turn.created and (conv.title, conv.system_prompt, conv.model) == ("A question", "sys", "m.gguf")
+    assert conv.settings["model"] == rec.model and conv.settings["max_tokens"] == 4
+    assert [(m.id, m.role, m.state) for m in conv.messages] == \
+           [(turn.user_message_id, "user", COMPLETE), (turn.reply_message_id, "assistant", GENERATING)]
+    rec.abandon(turn, "")  # nothing shown: the new conversation goes with it
+    assert store.list_conversations() == []

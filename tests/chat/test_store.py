@@ -137,19 +137,17 @@ def test_damaged_pages_are_caught_and_moved_aside():
         assert s.list_conversations() == []
 
 
-def test_unmovable_bad_file_gives_a_typed_one_line_error(tmp_path):
+def test_a_folder_in_place_of_the_file_is_reported_and_never_moved(tmp_path):
+    """Only damage SQLite found is moved aside; what merely cannot be opened stays put."""
     folder = tmp_path / "ro"
     folder.mkdir()
     bad = folder / "db"
-    bad.mkdir()  # a folder where the file should be: cannot be opened, and we never delete
+    bad.mkdir()
     (bad / "keep").write_text("precious")
-    try:
-        s = Store.open(bad)
-    except StoreUnavailableError as e:
-        assert str(bad) in str(e) and "\n" not in str(e)
-    else:  # moved aside instead: the contents must have survived
-        s.close()
-        assert (s.moved_to / "keep").read_text() == "precious"
+    with pytest.raises(StoreUnavailableError) as exc:
+        Store.open(bad)
+    assert str(exc.value) == f"{bad}: cannot open the history database: it is a folder, not a database file"
+    assert (bad / "keep").read_text() == "precious" and sorted(p.name for p in folder.iterdir()) == ["db"]
 
 
 # --- conversations -----------------------------------------------------------

@@ -178,3 +178,87 @@ def test_engine_error_after_streamed_text_keeps_question_and_partial_reply(model
     assert question.content == "Tell me a story."
     assert reply.state == INTERRUPTED and reply.content == shown
     assert reply.stats.stop_reason == "error"
+
+
+# --- hostile input ---------------------------------------------------------------
+
+def test_a_prompt_of_undecodable_bytes_is_one_line_and_leaves_no_conversation(model_path):
+    r = subprocess.run([sys.executable, "-m", "app", "ask", b"hi \xff", "--model", str(model_path),
+                        "--ctx", "512", "--max-tokens", "2"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert "not valid UTF-8 text" in one_line_error_among_notes(r)  # said by ask or by the store
+    assert listed() == []
+
+
+def one_line_error_among_notes(r: subprocess.CompletedProcess) -> str:
+    """Like one_line_error, allowing the model's own notes (`llamadesk: ...`) before it."""
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert all(line.startswith("llamadesk: ") for line in lines), r.stderr
+    errors = [line for line in lines if line.startswith("llamadesk: error: ")]
+    assert len(errors) == 1, r.stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize("bad_id", ["99999999999999999999", "-99999999999999999999", "9223372036854775808"])
+def test_ids_beyond_sqlite_are_not_found_in_one_line(saved, bad_id):
+    assert f"no conversation with id {bad_id}" in one_line_error(llamadesk("export", bad_id))
+    line = one_line_error(llamadesk("ask", "hi", "--continue", bad_id, "--model", "none.gguf"))
+    assert f"no conversation with id {bad_id}" in line
+
+
+def test_negative_schema_version_is_refused_untouched_by_every_command(tmp_path):
+    path = default_path()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = -1")
+    conn.close()
+    before = path.read_bytes()
+    doc = tmp_path / "t.json"
+    doc.write_text(json.dumps({"format": transcript.FORMAT, "version": 1, "conversation": {
+        "title": "t", "created_at": 1.0, "updated_at": 1.0, "messages": []}}))
+    for args in (["list"], ["export", "1"], ["ask", "hi", "--continue", "1"], ["import", str(doc)]):
+        line = one_line_error(llamadesk(*args))
+        assert "schema version -1" in line and "left untouched" in line
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["llamadesk.db"]
+
+
+@pytest.mark.parametrize("stored", ["1e300", "-1e300", "9e18", "'soon'", "-5"])
+def test_a_stored_time_out_of_range_shows_as_unknown_and_never_stops_the_list(saved, stored):
+    with Store.open() as s:
+        other = s.create_conversation()
+        s.add_message(other, "user", "fine row")
+    conn = sqlite3.connect(default_path())
+    conn.execute(f"UPDATE conversations SET updated_at = {stored}, created_at = {stored} WHERE id = ?",
+                 (saved,))
+    conn.commit()
+    conn.close()
+    r = llamadesk("list")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    rows = {line.split()[0]: line for line in r.stdout.splitlines()}
+    assert "fine row" in rows[str(other)]
+    if stored != "-5":  # 1969 is a real (if odd) time; the others are not
+        assert rows[str(saved)].split()[1] == "?"
+    rows = {c["id"]: c for c in listed()}
+    assert rows[other]["updated_at"] is not None
+    if stored != "-5":
+        assert rows[saved]["updated_at"] is None and rows[saved]["created_at"] is None
+
+
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path):
+    with Store.open() as s:
+        cid = s.create_conversation()
+        s.add_message(cid, "user", "a long one " * 30_000)
+    conn = sqlite3.connect(default_path())
+    conn.executemany("INSERT INTO conversations (title, created_at, updated_at, settings) "
+                     "VALUES (?, 1.7e9, 1.7e9, '{}')", [(f"conversation {i} " * 3,) for i in range(4000)])
+    conn.commit()
+    conn.close()
+    for args in (["list"], ["list", "--json"], ["export", str(cid)]):
+        p = subprocess.Popen([sys.executable, "-m", "app", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        assert p.stdout.readline()  # `| head -1`: one line, then the pipe is closed
+        p.stdout.close()
+        err = p.stderr.read()
+        p.stderr.close()
+        assert p.wait(timeout=60) in (0, 141) and err == "", (args, err)

@@ -3,15 +3,19 @@ and replies saved while they are generated (real SQLite under the test's XDG dir
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
-from app.chat.store import Store
-from tests.ui.conftest import ask, small_config
+from app.chat.store import Store, default_path
+from tests.ui.conftest import ask, decode_to_max_tokens, small_config
 
 
 def seed(question: str, answer: str) -> int:
@@ -122,6 +126,7 @@ LONG = "Count from 1 to 300 in words, one number per line."
 
 def test_a_reply_is_in_the_database_while_it_is_generated(qtbot, make_window):
     win = make_window(small_config(max_tokens=600))
+    win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
     win.composer.set_text(LONG)
     seen = []
     with Store.open() as other:  # a second connection, as another process would read it
@@ -144,6 +149,7 @@ def test_a_reply_is_in_the_database_while_it_is_generated(qtbot, make_window):
 def test_switching_mid_reply_stops_it_and_keeps_its_text_as_interrupted(qtbot, make_window):
     other = seed("Tell me about owls.", "Owls hunt at night.")
     win = make_window(small_config(max_tokens=600))
+    win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
     win.composer.set_text(LONG)
     assert win.flow.send()
     qtbot.waitUntil(lambda: len("".join(win.flow._parts)) > 20, timeout=30_000)
@@ -160,7 +166,7 @@ def test_switching_mid_reply_stops_it_and_keeps_its_text_as_interrupted(qtbot, m
 
 CRASH = textwrap.dedent("""
     import os, signal
-    from app.chat.store import Store
+    from app.chat.store import Store, default_path
     s = Store.open()
     c = s.create_conversation()
     s.add_message(c, "user", "Write a poem about rain.")
@@ -180,3 +186,62 @@ def test_a_reply_cut_by_a_killed_process_shows_tagged_interrupted(qtbot, make_wi
     text = win.view.toPlainText()
     assert "interrupted (partial reply)" in text and "Rain on the roof, soft and" in text
     assert win.flow.conversation.messages[-1].state == "interrupted"
+
+
+# --- hostile history files ------------------------------------------------------
+
+def test_when_shows_unknown_for_times_no_clock_produced():
+    from app.ui.history_panel import when
+
+    now = 1733040000.0
+    assert when(now, now) == time.strftime("%H:%M", time.localtime(now))
+    for bad in (1e300, -1e300, float("inf"), float("nan"), 9e18, -5, "soon", None):
+        assert when(bad, now) == "?", bad
+
+
+@pytest.mark.parametrize("stored", ["1e300", "9e18", "'soon'"])
+def test_the_window_opens_with_a_stored_time_out_of_range(qtbot, make_window, stored):
+    bad = seed("Odd times", "Still readable.")
+    fine = seed("Normal", "Fine.")
+    conn = sqlite3.connect(default_path())
+    conn.execute(f"UPDATE conversations SET updated_at = {stored}, created_at = {stored} WHERE id = ?",
+                 (bad,))
+    conn.execute(f"UPDATE messages SET created_at = {stored} WHERE conversation_id = ?", (bad,))
+    conn.commit()
+    conn.close()
+    win = make_window(small_config())
+    panel = win.history_panel
+    assert set(panel.ids()) == {bad, fine}
+    assert panel.item_for(bad).data(Qt.ItemDataRole.UserRole + 1).startswith("? · 2 messages")
+    click(qtbot, panel, bad)
+    assert win.flow.conversation.id == bad and "Still readable." in win.view.toPlainText()
+
+
+@pytest.fixture
+def read_only_history():
+    """The history folder made read-only in a way that holds even for root."""
+    folder = default_path().parent
+    seed("Saved before", "Kept.")  # no models/ folder in it: looking for models must not create one
+    if os.geteuid() != 0:
+        os.chmod(folder, 0o555)
+        yield folder
+        os.chmod(folder, 0o755)
+        return
+    r = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"this container refuses chattr +i: {r.stderr.strip()}")
+    yield folder
+    subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_a_read_only_history_folder_gives_a_warning_and_the_window_still_chats(qtbot, make_window,
+                                                                              read_only_history):
+    before = (read_only_history / "llamadesk.db").read_bytes()
+    win = make_window(small_config(max_tokens=4))
+    assert win.store is None and win.bar.level == "warning"
+    text = win.bar.text()
+    assert "will not be saved" in text and "read-only" in text and "\n" not in text
+    reply = ask(qtbot, win, "Say hi.")
+    assert reply.content
+    assert (read_only_history / "llamadesk.db").read_bytes() == before
+    assert not list(read_only_history.glob("*.unreadable-*"))

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
+from app.chat import store_time
 from app.chat.records import INTERRUPTED, Conversation, StoredMessage
 
 ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
@@ -11,7 +10,7 @@ ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
 
 def when(ts: float) -> str:
     """Local time with its UTC offset: readable, and unambiguous once shared."""
-    return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
+    return store_time.shown(ts, "%Y-%m-%d %H:%M:%S %z")  # "?" for a time no clock produced
 
 
 def marks(m: StoredMessage) -> list[str]:
