@@ -8,8 +8,11 @@ stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
+import os
+import select
 import sys
 
 from app import __version__, paths
@@ -51,15 +54,106 @@ def fail(message: str) -> int:
     return 2
 
 
+# Arguments that name files. A POSIX file name is bytes, and the surrogate
+# escapes Python gives the undecodable ones turn back into the same bytes, so
+# such a name is valid; in free text they would reach the model, the history
+# or a JSON file as characters no encoder accepts.
+PATH_ARGS = frozenset({"model", "paths", "file", "input", "output"})
+TEXT_LABELS = {"prompt": "the prompt", "system": "the system prompt (--system)",
+               "search": "the search text (--search)"}
+
+
+def check_text_args(args: argparse.Namespace) -> None:
+    """Refuse undecodable free text up front, before a model loads or the history is touched."""
+    for dest, value in vars(args).items():
+        if dest.startswith("_") or dest in PATH_ARGS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and not _is_utf8(item):
+                label = TEXT_LABELS.get(dest, f"the {dest.replace('_', ' ')} argument")
+                raise ValueError(f"{label} is not valid UTF-8 text")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _usable_streams() -> None:
+    """Standard streams every command can write to without a codec error or a crash.
+
+    Started with stdout or stderr closed (`>&-`), Python leaves it None; devnull
+    stands in, as if the user had redirected it there, on the descriptor itself,
+    so no file the command opens later (the history database) lands on fd 1 or
+    2, where a stray write would corrupt it. Text
+    no encoder takes (a PYTHONIOENCODING=ascii terminal) is shown escaped, as
+    stderr already does; surrogateescape, Python's choice for some locales, is
+    kept, as it writes undecodable file names back as their own bytes.
+    """
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+            setattr(sys, name, open(fd, "w", encoding="utf-8", closefd=False))  # noqa: SIM115 (lives until exit)
+    out = sys.stdout
+    if getattr(out, "errors", None) == "strict" and hasattr(out, "reconfigure"):
+        out.reconfigure(errors="backslashreplace")
+
+
+def stdout_closed() -> bool:
+    """True when nobody reads our stdout any more (`| head` exited)."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError):
+        return True
+
+
+def quiet_exit_on_closed_stdout() -> int:
+    """What Python's docs advise for SIGPIPE: point stdout at devnull so the
+    interpreter's own flush at exit does not fail again, and exit as a shell
+    reports a process killed by SIGPIPE, without a word."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+    return 128 + 13  # 128 + SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    _usable_streams()
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:  # --help, --version or a usage error: flush now, a closed pipe included
+        with contextlib.suppress(BrokenPipeError):
+            sys.stdout.flush()
+        if stdout_closed():
+            quiet_exit_on_closed_stdout()
+        raise
     setup_logging()
     try:
+        check_text_args(args)
         if getattr(args, "_run", None) is None:
             from app.ui.main import run_window  # Qt only when the window is wanted
 
             return run_window(model=args.model)
-        return args._run(args)
+        rc = args._run(args)
+        sys.stdout.flush()  # here, not at interpreter exit, so a closed pipe is handled below
+        return rc
+    except BrokenPipeError as e:
+        if stdout_closed():
+            return quiet_exit_on_closed_stdout()
+        return fail(f"{e.filename}: the reader closed it" if e.filename else "the reader closed the pipe")
     except LlamaDeskError as e:
         return fail(str(e))
     except OSError as e:  # "[Errno 13] Permission denied: 'x'" reads worse than "x: permission denied"

@@ -18,13 +18,18 @@ from dataclasses import dataclass
 import llama_cpp
 import llama_cpp._logger  # noqa: F401  (installs its callback on import; we replace it below)
 
+from app.engine.gguf import human_size
+
 log = logging.getLogger("llamadesk.llama_cpp")
-# Without a handler configured (tests, library use) nothing reaches stderr: this
-# build logs routine context setup at WARN level, which is noise to a user.
+# Without a handler configured (tests, library use) nothing reaches stderr:
+# llama.cpp's chatter is for the log file, never the user's terminal.
 logging.getLogger("llamadesk").addHandler(logging.NullHandler())
 
-_LEVELS = {0: logging.CRITICAL, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR,
-           4: logging.DEBUG}
+# enum ggml_log_level in the ggml.h this llama.cpp build ships (include/ggml.h;
+# the comment in llama_cpp/_logger.py still lists an older order).
+GGML_NONE, GGML_DEBUG, GGML_INFO, GGML_WARN, GGML_ERROR, GGML_CONT = range(6)
+_LEVELS = {GGML_NONE: logging.INFO, GGML_DEBUG: logging.DEBUG, GGML_INFO: logging.INFO,
+           GGML_WARN: logging.WARNING, GGML_ERROR: logging.ERROR}
 
 
 class _LogTap:
@@ -34,23 +39,33 @@ class _LogTap:
         self.lines: deque[tuple[int, int, str]] = deque(maxlen=keep)
         self.count = 0
         self._partial = ""
-        self._level = 1
+        self._level = GGML_INFO
         self._lock = threading.Lock()
 
     def __call__(self, level: int, text: bytes, _user) -> None:
         s = text.decode("utf-8", "replace") if text else ""
         with self._lock:
-            if level != 5:  # 5 = continuation of the previous message
+            if level != GGML_CONT:
+                # A new message: whatever the last one left unterminated keeps its own level.
+                if self._partial:
+                    self._emit(self._partial)
+                    self._partial = ""
                 self._level = level
             self._partial += s
             while "\n" in self._partial:
                 line, self._partial = self._partial.split("\n", 1)
-                if line.strip():
-                    self.lines.append((self.count, self._level, line))
-                    self.count += 1
-                    py_level = _LEVELS.get(self._level, logging.DEBUG)
-                    if log.isEnabledFor(py_level):
-                        log.log(py_level, "%s", line)
+                self._emit(line)
+
+    def _emit(self, line: str) -> None:
+        if not line.strip():
+            return
+        py_level = _LEVELS.get(self._level, logging.DEBUG)
+        if log.isEnabledFor(py_level):
+            log.log(py_level, "%s", line)
+        if self._level == GGML_DEBUG:
+            return  # hundreds per load: in the ring they would push out the error and offload lines
+        self.lines.append((self.count, self._level, line))
+        self.count += 1
 
     def mark(self) -> int:
         """A position to later ask for the lines logged since."""
@@ -150,6 +165,14 @@ def _ggml_lib():
 
 _OFFLOAD_RE = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _ARCH_RE = re.compile(r"unknown model architecture: '([^']*)'")
+_ALLOC_RE = re.compile(r"failed to allocate|insufficient memory|out of memory|cannot allocate|bad_alloc",
+                       re.I)
+_CONTEXT_RE = re.compile(r"\bkv\b|kv.?cache|context", re.I)
+_SIZE_RE = re.compile(r"buffer of size (\d+)")
+_MB_RE = re.compile(r"allocate ([\d.]+) MB")
+# Lines that only say that something failed, logged after the line saying why.
+_GENERIC_RE = re.compile(r"failed to (?:load model|create context)\s*$|failed to initialize the context\s*$",
+                         re.I)
 
 
 def layers_offloaded(lines: list[tuple[int, str]]) -> tuple[int, int] | None:
@@ -160,14 +183,45 @@ def layers_offloaded(lines: list[tuple[int, str]]) -> tuple[int, int] | None:
     return None
 
 
-def load_failure_reason(lines: list[tuple[int, str]]) -> str:
-    """The most specific reason llama.cpp logged for a failed load."""
+def _alloc_bytes(lines: list[str]) -> int | None:
+    """The largest allocation llama.cpp said it could not make."""
+    sizes = [int(m.group(1)) for ln in lines for m in _SIZE_RE.finditer(ln)]
+    sizes += [int(float(m.group(1)) * 2**20) for ln in lines for m in _MB_RE.finditer(ln)]
+    return max(sizes, default=None)
+
+
+def _alloc_failure(errors: list[str], n_ctx: int | None) -> str | None:
+    failed = [ln for ln in errors if _ALLOC_RE.search(ln)]
+    if not failed:
+        return None
+    size = _alloc_bytes(failed)
+    amount = human_size(size) if size else "memory"
+    if any(_CONTEXT_RE.search(ln) for ln in errors):
+        ctx = f" of a {n_ctx:,}-token context" if n_ctx else ""
+        return (f"failed to allocate {amount} for the KV cache{ctx}; "
+                "lower the context length (--ctx, or Context length in Settings)")
+    return (f"failed to allocate {amount} (not enough memory); "
+            "use fewer GPU layers, a smaller context length or a smaller model")
+
+
+def load_failure_reason(lines: list[tuple[int, str]], n_ctx: int | None = None) -> str:
+    """The most specific reason llama.cpp logged for a failed load, or "" if it gave none.
+
+    Only ERROR lines count: a load that fails usually warns first about
+    something harmless (a context longer than the model was trained on), and
+    that warning is not why it failed. The first specific error is the cause;
+    the lines after it are callers saying that they failed too.
+    """
     for _, line in lines:
         m = _ARCH_RE.search(line)
         if m:
             return f"unsupported model architecture '{m.group(1)}' (this llama.cpp build cannot run it)"
-    errors = [ln for lvl, ln in lines if lvl == 3]
-    if errors:
-        msg = errors[-1].split(": ", 1)[-1] if ": " in errors[-1] else errors[-1]
-        return f"llama.cpp could not load it: {msg.strip()}"
-    return "llama.cpp could not load it"
+    errors = [ln for lvl, ln in lines if lvl == GGML_ERROR]
+    alloc = _alloc_failure(errors, n_ctx)
+    if alloc:
+        return f"llama.cpp could not load it: {alloc}"
+    specific = [ln for ln in errors if not _GENERIC_RE.search(ln)] or errors
+    if not specific:
+        return ""
+    msg = specific[0].split(": ", 1)[-1] if ": " in specific[0] else specific[0]
+    return f"llama.cpp could not load it: {msg.strip()}"

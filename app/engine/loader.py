@@ -106,10 +106,32 @@ def _construct(path: Path, opts: LoadOptions, n_gpu_layers: int) -> Llama:
     )
 
 
+# llama.cpp keeps n_ctx in a uint32 it rounds up to a multiple of 256, and ggml
+# runs at most GGML_MAX_N_THREADS threads (ggml.h). ctypes wraps larger values
+# silently, so a huge --ctx would become a tiny context that aborts the process.
+MAX_N_CTX = 2**32 - 256
+MAX_THREADS = 512
+
+
+def _check_limits(p: Path, opts: LoadOptions) -> None:
+    if opts.n_ctx > MAX_N_CTX:
+        raise ModelLoadError(p, f"a context length of {opts.n_ctx:,} tokens is more than llama.cpp "
+                                f"can hold (at most {MAX_N_CTX:,}); lower the context length (--ctx)")
+    if opts.threads() > MAX_THREADS:
+        raise ModelLoadError(p, f"{opts.threads():,} threads is more than llama.cpp can run "
+                                f"(at most {MAX_THREADS}); lower --threads")
+
+
+def _failure(mark: int, opts: LoadOptions, e: Exception) -> str:
+    reason = backend.load_failure_reason(backend.TAP.since(mark), opts.n_ctx)
+    return reason or f"llama.cpp could not load it ({e})"
+
+
 def load_model(path: str | Path, opts: LoadOptions | None = None) -> LoadedModel:
     opts = opts or LoadOptions()
     header = read_header(path)  # raises ModelFileError with a precise reason
     p = header.path
+    _check_limits(p, opts)
     supported = backend.gpu_offload_supported()
     want_gpu = opts.n_gpu_layers != 0 and supported
     fallback = None
@@ -118,15 +140,15 @@ def load_model(path: str | Path, opts: LoadOptions | None = None) -> LoadedModel
     try:
         llm = _construct(p, opts, opts.n_gpu_layers if want_gpu else 0)
     except (ValueError, RuntimeError, OSError) as e:
-        reason = backend.load_failure_reason(backend.TAP.since(mark)) or str(e)
+        reason = _failure(mark, opts, e)
         if not want_gpu:
             raise ModelLoadError(p, reason) from None
         fallback = f"GPU load failed ({reason}); running on CPU instead"
         mark = backend.TAP.mark()
         try:
             llm = _construct(p, opts, 0)
-        except (ValueError, RuntimeError, OSError):
-            raise ModelLoadError(p, backend.load_failure_reason(backend.TAP.since(mark))) from None
+        except (ValueError, RuntimeError, OSError) as e2:
+            raise ModelLoadError(p, _failure(mark, opts, e2)) from None
     load_s = time.perf_counter() - t0
     offl = backend.layers_offloaded(backend.TAP.since(mark)) if want_gpu and not fallback else None
     report = LoadReport(

@@ -7,6 +7,8 @@ mtime so later starts skip re-hashing 253 MB (a good copy is never rebuilt).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from app import paths
 from app.engine.errors import ModelFileError
-from app.engine.gguf import read_header
+from app.engine.gguf import human_size, read_header
 
 DEFAULT_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
 
@@ -59,7 +61,7 @@ def describe(path: str | Path) -> ModelInfo:
 
 
 def search_dirs() -> list[Path]:
-    dirs = [paths.user_models_dir()]
+    dirs = [paths.user_models_dir(create=False)]
     repo = paths.repo_models_dir()
     if repo is not None:
         dirs.insert(0, repo)
@@ -101,7 +103,7 @@ def _size(p: Path) -> int:
 
 
 def default_model_path() -> Path:
-    return paths.user_models_dir() / DEFAULT_MODEL_NAME
+    return paths.user_models_dir(create=False) / DEFAULT_MODEL_NAME
 
 
 def _stamp_path(target: Path) -> Path:
@@ -141,31 +143,59 @@ def ensure_default_model(progress: Progress | None = None) -> Path:
     if default_model_ready():
         return target
     if target.is_file() and _sha256(target) == pkg.EXPECTED_SHA256:
-        _stamp_path(target).write_text(json.dumps(_stamp_of(target)))
+        _write_stamp(target)
         return target
     pkg.verify_chunks()
     chunks = pkg.chunk_paths()
     total = sum(c.stat().st_size for c in chunks)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
-    digest = hashlib.sha256()
-    done = 0
     try:
-        with open(tmp, "wb") as out:
-            for chunk in chunks:
-                with open(chunk, "rb") as f:
-                    for block in iter(lambda: f.read(4 << 20), b""):
-                        out.write(block)
-                        digest.update(block)
-                        done += len(block)
-                        if progress:
-                            progress(done, total)
-        if digest.hexdigest() != pkg.EXPECTED_SHA256:
+        paths.user_models_dir()  # created here, when something is written there at last
+        digest = _assemble(chunks, tmp, total, progress)
+        if digest != pkg.EXPECTED_SHA256:
             raise ModelFileError(target, "assembled default model failed its sha256 check")
         os.replace(tmp, target)  # atomic: a crash never leaves a half model behind
+    except OSError as e:
+        raise ModelFileError(target, f"cannot assemble the default model: {_write_problem(e, total)}; "
+                                     "nothing was left behind") from e
     finally:
         tmp.unlink(missing_ok=True)
-    _stamp_path(target).write_text(json.dumps(_stamp_of(target)))
+    _write_stamp(target)
     return target
+
+
+def _assemble(chunks: list[Path], tmp: Path, total: int, progress: Progress | None) -> str:
+    """Concatenate the chunks into `tmp`; the sha256 of what was written."""
+    digest = hashlib.sha256()
+    done = 0
+    with open(tmp, "wb") as out:
+        for chunk in chunks:
+            with open(chunk, "rb") as f:
+                for block in iter(lambda: f.read(4 << 20), b""):
+                    out.write(block)
+                    digest.update(block)
+                    done += len(block)
+                    if progress:
+                        progress(done, total)
+    return digest.hexdigest()
+
+
+def _write_stamp(target: Path) -> None:
+    # Only a speed-up: without it the next start re-hashes the model, so a
+    # stamp that cannot be written (a full disk, a read-only folder) is no error.
+    with contextlib.suppress(OSError):
+        _stamp_path(target).write_text(json.dumps(_stamp_of(target)))
+
+
+def _write_problem(e: OSError, total: int) -> str:
+    """Why writing the model failed, in words that say what to free or fix."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on the device (needs {human_size(total)})"
+    if e.errno == errno.EFBIG:
+        return f"file too large for this file system or limit (needs {human_size(total)})"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"its folder is not writable ({(e.strerror or str(e)).lower()})"
+    return (e.strerror or str(e)).lower()
 
 
 def resolve_model(path: str | Path | None, progress: Progress | None = None) -> Path:

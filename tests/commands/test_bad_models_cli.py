@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from app.engine import backend
 from tests.gguf_factory import BAD_MODEL_CASES as CASES
 from tests.gguf_factory import make_bad_model as _make
 
@@ -58,3 +59,30 @@ def test_unreadable_file(tmp_path, model_path):
     assert os.waitstatus_to_exitcode(status) == 2, stderr
     expected = f"llamadesk: error: {p}: permission denied: the file is not readable"
     assert stderr.strip().splitlines() == [expected]
+
+
+def _address_space_limit():
+    """A real memory limit for the child, so the allocation fails on any machine,
+    however much memory it has; the model and its small buffers fit well inside."""
+    import resource
+
+    limit = 8 * 2**30
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@pytest.mark.skipif(backend.gpu_offload_supported(),
+                    reason="a GPU runtime reserves more address space than the limit allows")
+def test_a_context_too_big_for_memory_names_the_kv_cache(model_path, isolated_dirs):
+    """llama.cpp warns that 10M tokens exceed the training context, then fails to
+    allocate 30 GB for the cache: the error is the line to show, not the warning."""
+    r = subprocess.run([sys.executable, "-m", "app", "ask", "hi", "--ctx", "10000000", "--model",
+                        str(model_path), "--threads", "1", "--max-tokens", "2"],
+                       capture_output=True, text=True, timeout=120, preexec_fn=_address_space_limit)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"llamadesk: error: {model_path}: llama.cpp could not load it: failed to allocate 30.7 GB for the "
+        "KV cache of a 10,000,000-token context; lower the context length (--ctx, or Context length in "
+        "Settings)"]
+    listed = subprocess.run([sys.executable, "-m", "app", "list", "--json"], capture_output=True, text=True,
+                            timeout=60)
+    assert listed.stdout.strip() == "[]"  # the history was opened, but no turn was started

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from app.engine import models
 from app.paths import user_models_dir
 from tests.gguf_factory import write_gguf
@@ -109,4 +111,51 @@ def test_unusable_data_folder_is_one_line_naming_it(tmp_path):
     r = subprocess.run([sys.executable, "-m", "app", "list"], capture_output=True, text=True,
                        timeout=60, env=env)
     assert r.returncode == 2
-    assert r.stderr.strip() == f"llamadesk: error: {blocker / 'data' / 'llamadesk'}: not a directory"
+    [line] = r.stderr.strip().splitlines()
+    assert line.startswith(f"llamadesk: error: {blocker / 'data' / 'llamadesk'}: ")
+    assert line.lower().endswith("not a directory")
+
+
+def _default_model_leftovers(data_home) -> list[str]:
+    models_dir = data_home / "llamadesk" / "models"
+    return sorted(p.name for p in models_dir.iterdir()) if models_dir.is_dir() else []
+
+
+def _assert_full_disk_line(r, data_home, reason):
+    target = data_home / "llamadesk" / "models" / models.DEFAULT_MODEL_NAME
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "Errno" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"llamadesk: error: {target}: cannot assemble the default model: {reason} (needs 253.1 MB); "
+        "nothing was left behind"]
+
+
+def test_a_full_disk_names_the_model_and_the_space_it_needs(tmp_path):
+    """A real 50 MB tmpfs, mounted in a mount namespace of the child's own, so it
+    disappears with the child; the folder is listed there before it does."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) to give the child its own mount namespace")
+    data_home = tmp_path / "small-disk"
+    data_home.mkdir()
+    script = ('mount -t tmpfs -o size=50m tmpfs "$1" || exit 99; "$2" -m app models; rc=$?; '
+              'ls -A "$1/llamadesk/models"; exit $rc')  # stdout: what the failed run left
+    r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(data_home), sys.executable],
+                       capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, XDG_DATA_HOME=str(data_home)))
+    if r.returncode == 99 or r.stderr.startswith("unshare:"):
+        pytest.skip(f"this container refuses a tmpfs mount: {r.stderr.strip()}")
+    _assert_full_disk_line(r, data_home, "no space left on the device")
+    assert r.stdout == ""  # no partial model, no stamp
+
+
+def test_a_file_size_limit_names_the_model_and_the_space_it_needs(tmp_path):
+    """RLIMIT_FSIZE is a full disk that works in any container: writes past it fail
+    with EFBIG (Python ignores SIGXFSZ, which would otherwise kill the process)."""
+    import resource
+
+    data_home = tmp_path / "limited"
+    r = subprocess.run([sys.executable, "-m", "app", "models"], capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, XDG_DATA_HOME=str(data_home)),
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (10_000_000, 10_000_000)))
+    _assert_full_disk_line(r, data_home, "file too large for this file system or limit")
+    assert _default_model_leftovers(data_home) == []

@@ -32,6 +32,8 @@ def render(conv: Conversation, fmt: str) -> str:
 
 def export(conv: Conversation, path: str | Path, fmt: str | None = None) -> Path:
     """Write `conv` to `path` atomically; the format defaults to the extension's."""
+    if str(path) == "":
+        raise ValueError("the export file name is empty")
     fmt = fmt or format_for(path)
     if fmt is None:
         raise ValueError(f"{path}: cannot tell the format from the extension; "
