@@ -42,6 +42,7 @@ class Snapshot:
     rate_series: list[tuple[float, float]]  # (seconds since first token, tok/s)
     turns: list[tuple[float | None, float | None]]  # (ttft_s, decode tok/s) per finished reply
     recent_ttft: list[float]
+    kv_cached_disk: int = 0  # of kv_cached, loaded from the prompt cache on disk
 
 
 @dataclass
@@ -56,6 +57,7 @@ class LiveGauges:
     t_first: float | None = None
     generated: int = 0
     cached: int = 0
+    cached_disk: int = 0
     new_total: int = 0
     new_done: int = 0
     progress_rate: float | None = None
@@ -69,7 +71,7 @@ class LiveGauges:
         self.active, self.phase = True, "waiting"
         self.t_submit, self.max_tokens, self.n_ctx = now, max_tokens, n_ctx
         self.ttft = self.t_first = None
-        self.generated = self.cached = self.new_total = self.new_done = 0
+        self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = 0
         self.progress_rate = None
         self.stats = None
         self.deltas.clear()
@@ -80,6 +82,7 @@ class LiveGauges:
         if isinstance(ev, PrefillStarted):
             self.phase = "prefill"
             self.cached, self.new_total, self.n_ctx = ev.cached_tokens, ev.new_tokens, ev.n_ctx
+            self.cached_disk = ev.cached_disk_tokens
         elif isinstance(ev, Progress):
             if ev.phase == "prefill":
                 self.new_done = ev.prefill_done
@@ -142,4 +145,5 @@ class LiveGauges:
             dropped_tokens=st.dropped_tokens if st else 0,
             dropped_messages=st.dropped_messages if st else 0,
             rate_series=list(self.series), turns=list(self.turns), recent_ttft=recent,
+            kv_cached_disk=st.cached_disk_tokens if st else self.cached_disk,
         )

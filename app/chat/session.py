@@ -1,8 +1,11 @@
 """One loaded model answering chat turns: the object the window and CLI drive.
 
 It owns the Decoder (and so the KV cache); consecutive turns of the same
-conversation therefore prefill only what is new. Not thread-safe: call it
-from one thread (the window's engine thread, or the CLI's main thread).
+conversation therefore prefill only what is new. What every chat with the
+same system prompt starts with (the preamble, a long system prompt) is also
+kept in the prompt cache on disk, so a new chat or a new process need not
+evaluate it again. Not thread-safe: call it from one thread (the window's
+engine thread, or the CLI's main thread).
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.chat.budget import fit_history
-from app.engine.decoder import CancelToken, Decoder, EventSink
+from app.engine.decoder import CancelToken, Decoder, EventSink, common_prefix
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.models import Progress, resolve_model
 from app.engine.prompt import Msg, chat_format
+from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 
@@ -26,17 +30,23 @@ class Reply:
     dropped: list[int] = field(default_factory=list)  # history indices left out of context
 
 
+# Two first messages that share no first character: what their prompts share is the chat's own.
+_PROBES = ("a", "b")
+
+
 class ChatEngine:
-    def __init__(self, model: LoadedModel):
+    def __init__(self, model: LoadedModel, prompt_cache: bool = True):
+        """`prompt_cache` False: never read or write saved prefixes on disk."""
         self.model = model
-        self.decoder = Decoder(model)
+        self.decoder = Decoder(model, PromptCache(model) if prompt_cache else None)
         self.format, self.notice = chat_format(model)
+        self._prefixes: dict[tuple[str | None, bool], list[int] | None] = {}
 
     @classmethod
     def open(cls, path: str | Path | None = None, options: LoadOptions | None = None,
-             progress: Progress | None = None) -> ChatEngine:
+             progress: Progress | None = None, prompt_cache: bool = True) -> ChatEngine:
         """Load `path` (or the default model, assembling it on first use)."""
-        return cls(load_model(resolve_model(path, progress), options))
+        return cls(load_model(resolve_model(path, progress), options), prompt_cache)
 
     def identity(self) -> dict:
         """What a saved conversation records as "the model": the file a user recognises,
@@ -49,9 +59,26 @@ class ChatEngine:
     def n_ctx(self) -> int:
         return self.decoder.n_ctx
 
-    def prompt_tokens(self, messages: list[Msg]) -> list[int]:
-        text = self.format.render(messages)
+    def prompt_tokens(self, messages: list[Msg], preamble: bool = True) -> list[int]:
+        text = self.format.render(messages, preamble)
         return self.decoder.tokenize(text, add_bos=self.format.add_bos, special=self.format.special)
+
+    def shared_prefix(self, system: str | None, preamble: bool = True) -> list[int] | None:
+        """The tokens every chat with this system prompt starts with, or None when too short to save.
+
+        Taken as the common start of two first messages' whole prompts rather
+        than by tokenizing the text before the message: a tokenizer may merge
+        across that boundary, and a chat template may put the system prompt
+        anywhere. A prompt that does not start with these tokens just misses.
+        """
+        key = (system if system and system.strip() else None, preamble)
+        if key not in self._prefixes:
+            head = [Msg("system", key[0])] if key[0] else []
+            a, b = (self.prompt_tokens([*head, Msg("user", p)], preamble) for p in _PROBES)
+            n = common_prefix(a, b)
+            self._prefixes = dict(list(self._prefixes.items())[-7:])  # a few system prompts at most
+            self._prefixes[key] = a[:n] if n >= MIN_PREFIX_TOKENS else None
+        return self._prefixes[key]
 
     def reply(
         self,
@@ -62,16 +89,21 @@ class ChatEngine:
         on_event: EventSink | None = None,
         cancel: CancelToken | None = None,
     ) -> Reply:
-        """Answer `user_text` after `history` (user/assistant turns, oldest first)."""
+        """Answer `user_text` after `history` (user/assistant turns, oldest first).
+
+        `settings.preamble` False sends the bare transcript (a template model has none anyway)."""
         settings = settings or GenerationSettings()
         settings.validate()
+        preamble = settings.preamble
+        # Before the fit: a template format keeps its stop strings from the last render.
+        shared = self.shared_prefix(system, preamble) if self.decoder.prompt_cache else None
         fit = fit_history(system, history, user_text, settings.max_tokens, self.n_ctx,
-                          self.prompt_tokens)
+                          lambda msgs: self.prompt_tokens(msgs, preamble))
         # ignore_eos (benchmarks) means "decode exactly max_tokens": the format's stops go too.
         fmt_stop = () if settings.ignore_eos else self.format.stop
         stop = tuple(dict.fromkeys((*fmt_stop, *settings.stop)))
         run = GenerationSettings(**{**settings.__dict__, "stop": stop})
-        done = self.decoder.generate(fit.tokens, run, on_event, cancel)
+        done = self.decoder.generate(fit.tokens, run, on_event, cancel, shared_prefix=shared)
         done.stats.dropped_messages = len(fit.dropped)
         done.stats.dropped_tokens = fit.dropped_tokens
         return Reply(done.text, done.stats, fit.dropped)

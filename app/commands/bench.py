@@ -25,6 +25,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     mode.add_argument("--batch", action="store_true",
                       help="decode 32 prompts online one after another, then with continuous batching; "
                            "print batch_speedup and the slot count")
+    mode.add_argument("--quality", action="store_true",
+                      help="answer 42 everyday prompts and 21 two-turn chats with the bundled base model "
+                           "and classify each reply (empty, echo, role marker, copy, ok), with the "
+                           "defaults and as before the base-model work")
+    mode.add_argument("--cold-start", action="store_true",
+                      help="first-reply TTFT in fresh processes after a ~1,500-token system prompt saved in "
+                           "the prompt cache by an earlier one, against no system prompt (3 alternating "
+                           "rounds; a private cache folder); print cold_start_ttft_ratio")
     p.add_argument("--messages", type=int, default=10_000, metavar="N", help="with --store (default 10000)")
     add_model_args(p)
     return p
@@ -53,6 +61,14 @@ def _bench(args: argparse.Namespace) -> dict:
         from app.bench.batch import run_batch_bench
 
         return run_batch_bench(args.model, load_options(args))
+    if args.quality:
+        from app.bench.quality import run_quality_bench
+
+        return run_quality_bench(args.model, load_options(args))
+    if args.cold_start:
+        from app.bench.cold_start import run_cold_start_bench
+
+        return run_cold_start_bench(args.model, load_options(args))
     if args.gui:
         from app.bench.gui import run_gui_bench
 

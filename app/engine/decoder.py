@@ -24,6 +24,7 @@ import llama_cpp
 from app.engine.errors import ContextOverflowError, GenerationError
 from app.engine.events import Event, Finished, FirstToken, PrefillStarted, Progress, TextDelta
 from app.engine.loader import LoadedModel
+from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
@@ -55,6 +56,8 @@ class _Turn:
     cancel: CancelToken | None
     sink: EventSink | None  # the caller's on_event; None: nobody listens
     t_submit: float  # generate() was called
+    cached_disk: int = 0  # of cached, loaded from the prompt cache on disk
+    save_at: int = 0  # save the state to disk when the cache holds this many prompt tokens (0: never)
     t_pre: float = 0.0  # the prefill began
     last_progress: float = 0.0  # the last Progress event went out
     stop_reason: str | None = None
@@ -107,8 +110,9 @@ class _Perf:
 
 
 class Decoder:
-    def __init__(self, model: LoadedModel):
+    def __init__(self, model: LoadedModel, prompt_cache: PromptCache | None = None):
         self.model = model
+        self.prompt_cache = prompt_cache  # None: nothing is read from or written to disk
         self.llm = model.llm
         self.ctx = self.llm.ctx
         self.vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
@@ -210,21 +214,28 @@ class Decoder:
         on_event: EventSink | None = None,
         cancel: CancelToken | None = None,
         strip_leading: bool = True,
+        shared_prefix: Sequence[int] | None = None,
     ) -> Finished:
         """One reply: check, reuse the cached prefix, prefill, decode, flush, measure.
 
-        Events go to on_event on this thread; the returned Finished is also the last event.
+        `shared_prefix`: the tokens every chat like this one starts with; with a
+        prompt cache they come from disk when memory lacks them, or are saved
+        there once evaluated. Events go to on_event on this thread; the
+        returned Finished is also the last event.
         """
         max_new = self._check(prompt, settings)
         turn = _Turn(prompt, 0, cancel, on_event, time.perf_counter())
         turn.cached = self._reuse_prefix(prompt)
-        turn.emit(PrefillStarted(len(prompt), turn.cached, len(prompt) - turn.cached, self.n_ctx))
+        if shared_prefix is not None:
+            self._from_disk(turn, list(shared_prefix))
+        turn.emit(PrefillStarted(len(prompt), turn.cached, len(prompt) - turn.cached, self.n_ctx,
+                                 turn.cached_disk))
         llama_cpp.llama_perf_context_reset(self.ctx)
         p0 = self._perf.snapshot()
         self._prefill(turn)
         p1 = self._perf.snapshot()
         reader = TokenReader(self.vocab, settings.stop, max_new, settings.ignore_eos, strip_leading)
-        self._decode_loop(turn, reader, Sampler(settings, self.n_vocab))
+        self._decode_loop(turn, reader, Sampler(settings, self.n_vocab, self.vocab, tuple(prompt)))
         self._flush(turn, reader)
         done = Finished("".join(turn.parts), self._stats(turn, reader.generated, p0, p1),
                         tuple(reader.tokens))
@@ -242,21 +253,55 @@ class Decoder:
             )
         return min(settings.max_tokens, self.n_ctx - len(prompt))
 
+    def _from_disk(self, turn: _Turn, prefix: list[int]) -> None:
+        """Load the shared prefix from the prompt cache when memory lacks it, or plan to save it.
+
+        Only a strict prefix of the prompt counts: the last prompt token is
+        always evaluated, for its logits.
+        """
+        n = len(prefix)
+        if (self.prompt_cache is None or n < MIN_PREFIX_TOKENS or n >= len(turn.prompt)
+                or turn.cached >= n or turn.prompt[:n] != prefix):
+            return
+        found = self.prompt_cache.lookup(prefix)
+        if found is not None and self.prompt_cache.restore(self.ctx, found, prefix):
+            self.tokens = list(prefix)
+            if self._prefix_usable(n):
+                turn.cached = turn.cached_disk = n
+                return
+            self.prompt_cache.discard(prefix)  # loaded, but not what the next token needs
+        if found is not None:
+            self.reset()
+            turn.cached = 0
+        turn.save_at = n
+
+    def _save_prefix(self, turn: _Turn) -> None:
+        """Seq 0 holds exactly the shared prefix now: the one moment its state can be saved."""
+        if self.prompt_cache is not None and not turn.cancelled():
+            self.prompt_cache.save(self.ctx, turn.prompt[:turn.save_at])
+
+    def _chunks(self, turn: _Turn) -> list[tuple[int, int]]:
+        """The prefill's [start, end) spans: n_batch at most, and one ends where the prefix is saved."""
+        cuts = [turn.cached, len(turn.prompt)]
+        if turn.cached < turn.save_at < len(turn.prompt):
+            cuts.insert(1, turn.save_at)
+        return [(i, min(i + self.n_batch, b))
+                for a, b in zip(cuts, cuts[1:]) for i in range(a, b, self.n_batch)]
+
     def _prefill(self, turn: _Turn) -> None:
-        """Evaluate the uncached prompt in n_batch chunks, with the abort callback set.
+        """Evaluate the uncached prompt in chunks, with the abort callback set.
 
         Outside this phase the callback is NULL, so a decode step makes no
         per-node call into Python.
         """
         prompt = turn.prompt
-        todo = prompt[turn.cached:]
         turn.t_pre = turn.last_progress = time.perf_counter()
         self._abort_state = turn
         llama_cpp.llama_set_abort_callback(self.ctx, self._abort_cb, None)
         try:
-            for i in range(0, len(todo), self.n_batch):
-                chunk = todo[i:i + self.n_batch]
-                self._fill(chunk, len(self.tokens), i + self.n_batch >= len(todo))
+            for start, end in self._chunks(turn):
+                chunk = prompt[start:end]
+                self._fill(chunk, len(self.tokens), end == len(prompt))
                 rc = llama_cpp.llama_decode(self.ctx, self._batch)
                 if rc == 2:  # aborted: the ubatches already done stay in the cache
                     self.tokens = prompt[:self.kv_used()]
@@ -266,6 +311,8 @@ class Decoder:
                     self.tokens = prompt[:max(0, self.kv_used())]
                     raise GenerationError(f"llama_decode failed during prefill (code {rc})")
                 self.tokens.extend(chunk)
+                if end == turn.save_at:
+                    self._save_prefix(turn)
                 turn.emit(Progress("prefill", time.perf_counter() - turn.t_submit,
                                    len(self.tokens) - turn.cached, 0, None, len(self.tokens), self.n_ctx))
         finally:
@@ -340,4 +387,5 @@ class Decoder:
             prompt_tokens=len(turn.prompt),
             wall_decode_tok_s=turn.timer.wall_rate(generated),
             error=turn.error,
+            cached_disk_tokens=turn.cached_disk,
         )

@@ -17,6 +17,7 @@ class PrefillStarted:
     cached_tokens: int
     new_tokens: int
     n_ctx: int
+    cached_disk_tokens: int = 0  # of cached_tokens, loaded from the prompt cache on disk
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ class ReplyStats:
     dropped_messages: int = 0  # history turns left out to fit the context
     dropped_tokens: int = 0
     error: str | None = None
+    # Of cached_tokens, how many were loaded from the prompt cache on disk for
+    # this reply; the rest were still in this run's memory.
+    cached_disk_tokens: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -45,7 +48,8 @@ class ReplyStats:
         parts = [
             f"TTFT {ttft}",
             f"prefill {self.prefill_tokens} tok @ {pre} tok/s",
-            f"cached {self.cached_tokens}",
+            f"cached {self.cached_tokens}"
+            + (f" ({self.cached_disk_tokens} from disk)" if self.cached_disk_tokens else ""),
             f"decode {self.decode_tokens} tok @ {dec} tok/s",
             f"KV {self.kv_used}/{self.n_ctx}",
             f"total {self.total_s:.2f} s",

@@ -23,6 +23,15 @@ def _rate(r: float | None) -> str:
     return f"{r:.1f} tok/s" if r else "–"
 
 
+def _cached(s: Snapshot) -> str:
+    """The legend's cached count, and how much of it came from the prompt cache on disk."""
+    if not s.kv_cached_disk:
+        return f"cached {s.kv_cached}"
+    if s.kv_cached_disk >= s.kv_cached:
+        return f"cached {s.kv_cached} (disk)"
+    return f"cached {s.kv_cached} ({s.kv_cached_disk} from disk)"
+
+
 def _swatch(color, text: str) -> str:
     return f'<span style="color:{color.name()};">■</span> {text}'
 
@@ -83,7 +92,7 @@ class GaugesPanel(QGroupBox):
         self.kv_bar.set_values(s.kv_cached, s.kv_new, s.kv_generated, s.n_ctx)
         pct = f" ({100 * used / s.n_ctx:.0f}%)" if s.n_ctx else ""
         self.kv_text.setText(
-            f"{_swatch(CACHED, f'cached {s.kv_cached}')} &nbsp;"
+            f"{_swatch(CACHED, _cached(s))} &nbsp;"
             f"{_swatch(NEW, f'new {s.kv_new}')} &nbsp;"
             f"{_swatch(GENERATED, f'generated {s.kv_generated}')}<br>"
             f"{used} / {s.n_ctx}{pct}"

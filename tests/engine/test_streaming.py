@@ -6,6 +6,7 @@ import llama_cpp
 
 from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, TextDelta
 from app.engine.prompt import Msg
+from app.engine.prompt_cache import clear_cache
 from app.engine.sampling import GenerationSettings
 
 STORY = GenerationSettings(max_tokens=60, temperature=0, ignore_eos=True, repeat_penalty=1.0)
@@ -33,10 +34,15 @@ def test_events_arrive_in_order_and_deltas_add_up(engine):
 
 
 def test_full_response_mode_gets_same_text_and_stats_shape(engine):
-    """Full mode consumes no deltas; the reply and its counts are the same."""
+    """Full mode consumes no deltas; the reply and its counts are the same.
+
+    Both from the same cache state (empty, and nothing on disk): a prefix loaded
+    from the prompt cache would make the second a different batch shape."""
     engine.decoder.reset()
+    clear_cache()
     streamed = engine.reply([], "Tell me a story about a dragon.", STORY, on_event=lambda e: None)
     engine.decoder.reset()
+    clear_cache()
     whole = engine.reply([], "Tell me a story about a dragon.", STORY)
     assert whole.text == streamed.text
     for field in ("prefill_tokens", "cached_tokens", "decode_tokens", "kv_used", "stop_reason"):
