@@ -46,6 +46,8 @@ class AppConfig:
     min_p: float = GenerationSettings.min_p
     repeat_penalty: float = GenerationSettings.repeat_penalty
     seed: int = -1  # -1: a fresh random seed per reply
+    dry_multiplier: float = GenerationSettings.dry_multiplier
+    preamble: bool = GenerationSettings.preamble
 
     def load_options(self) -> LoadOptions:
         return LoadOptions(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers,
@@ -55,7 +57,8 @@ class AppConfig:
         return GenerationSettings(
             max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p,
             top_k=self.top_k, min_p=self.min_p, repeat_penalty=self.repeat_penalty,
-            seed=None if self.seed < 0 else self.seed,
+            seed=None if self.seed < 0 else self.seed, dry_multiplier=self.dry_multiplier,
+            preamble=self.preamble,
         )
 
     def needs_reload(self, other: AppConfig) -> list[str]:

@@ -132,22 +132,26 @@ class BatchEngine:
         """Tokens and stop strings, formatted the way ChatEngine formats a turn."""
         if req.prompt_tokens is not None:
             return list(req.prompt_tokens), tuple(req.settings.stop)
+        preamble = req.settings.preamble
         if req.build_prompt is not None:
             toks = self._built(req)
         else:
-            toks = self.to_tokens(req.messages)
-        return toks, tuple(dict.fromkeys((*self.format.stop, *req.settings.stop)))
+            toks = self.to_tokens(req.messages, preamble)
+        # ignore_eos (benchmarks, tests) means "decode exactly max_tokens": the format's stops go too.
+        fmt_stop = () if req.settings.ignore_eos else self.format.stop
+        return toks, tuple(dict.fromkeys((*fmt_stop, *req.settings.stop)))
 
-    def to_tokens(self, messages: list[Msg]) -> list[int]:
+    def to_tokens(self, messages: list[Msg], preamble: bool = True) -> list[int]:
         """Render messages in this engine's prompt format and tokenize them."""
-        text = self.format.render(messages)
+        text = self.format.render(messages, preamble)
         return self.model.llm.tokenize(text.encode("utf-8"), add_bos=self.format.add_bos,
                                        special=self.format.special)
 
     def _built(self, req: BatchRequest) -> list[int]:
         """The caller's prompt builder, on this thread; whatever it raises fails the request."""
         try:
-            return list(req.build_prompt(self.slot_ctx, self.to_tokens))
+            return list(req.build_prompt(self.slot_ctx,
+                                         lambda msgs: self.to_tokens(msgs, req.settings.preamble)))
         except (EngineError, ValueError):
             raise
         except Exception as e:  # noqa: BLE001 - a caller's bug fails one request, not the batch

@@ -29,6 +29,11 @@ def add_sampling_args(p: argparse.ArgumentParser, max_tokens: int = 512) -> None
     g.add_argument("--min-p", type=float, default=0.05, metavar="P")
     g.add_argument("--repeat-penalty", type=float, default=1.1, metavar="R")
     g.add_argument("--seed", type=int, default=None, metavar="S", help="fixed seed for reproducible output")
+    g.add_argument("--dry", type=float, default=0.0, metavar="M", dest="dry_multiplier",
+                   help="DRY multiplier: penalize repeating earlier text (0 = off, the default)")
+    g.add_argument("--no-preamble", dest="preamble", action="store_false",
+                   help="send a model without a chat template the bare transcript, without "
+                        "LlamaDesk's framing and example exchanges")
 
 
 # llama.cpp takes these as 32-bit C ints; ctypes would wrap a larger one silently
@@ -36,7 +41,7 @@ def add_sampling_args(p: argparse.ArgumentParser, max_tokens: int = 512) -> None
 INT32_MAX = 2**31 - 1
 MAX_THREADS = 512  # ggml's GGML_MAX_N_THREADS: its thread pool holds no more
 FLOAT_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "min_p": "--min-p",
-               "repeat_penalty": "--repeat-penalty"}
+               "repeat_penalty": "--repeat-penalty", "dry_multiplier": "--dry"}
 
 
 def check_range(flag: str, value: int, lo: int, hi: int = INT32_MAX) -> None:
@@ -60,6 +65,7 @@ def sampling(args: argparse.Namespace) -> GenerationSettings:
     s = GenerationSettings(
         max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
         top_k=args.top_k, min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed,
+        dry_multiplier=args.dry_multiplier, preamble=args.preamble,
     )
     s.validate()
     return s

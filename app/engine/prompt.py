@@ -3,8 +3,15 @@
 A model's own chat template (GGUF `tokenizer.chat_template`) is used when it
 has one. Base models such as the bundled Gemma 3 270M have none, and
 llama-cpp-python's fallback ("llama-2" format) makes them answer with nothing,
-so those get a plain transcript: system preamble, then `User:` / `Assistant:`
-turns, stopping when the model starts the next `User:` line.
+so those get a plain transcript: a preamble, then `User:` / `Assistant:`
+turns, stopping when the model starts any speaker's line.
+
+A base model continues text; it does not know it is meant to answer. Left to
+itself it echoes the question, writes the next speaker's turn, or copies an
+earlier reply. The default preamble frames the text as a conversation with a
+helpful assistant and shows two short exchanges of the shape wanted; a user's
+own system prompt replaces the framing sentence, and the examples can be
+turned off (then the prompt is the bare transcript).
 """
 
 from __future__ import annotations
@@ -26,20 +33,49 @@ class Msg:
     content: str
 
 
+DEFAULT_FRAMING = ("The following is a conversation between a user and a helpful, knowledgeable "
+                   "assistant. The assistant answers each new message directly, in its own words, "
+                   "and does not repeat the question.")
+EXAMPLES = (
+    ("What is the capital of Japan?", "Tokyo is the capital of Japan."),
+    ("Write one sentence about rain.",
+     "Soft rain tapped on the window all evening, and the street lamps shone on the wet road."),
+)
+# Any speaker's line ends the reply: a base model that starts writing the next
+# turn (its own "User:", or a "Student:" it made up) has finished its answer.
+ROLE_STOPS = tuple(f"\n{role}:" for role in (
+    "User", "Assistant", "Student", "Teacher", "Human", "AI", "Question", "Answer", "Q", "A",
+    "System", "user", "assistant"))
+
+
 class TranscriptFormat:
     name = "plain transcript"
-    stop = ("\nUser:",)
     special = False  # user text is never parsed as control tokens
     add_bos = True
 
-    def render(self, messages: list[Msg]) -> str:
-        out = []
+    def __init__(self, stop: tuple[str, ...] = ROLE_STOPS):
+        self.stop = stop
+
+    @staticmethod
+    def preamble_text(system: str | None = None) -> str:
+        """What the model reads before the conversation: shown in the settings as it is sent."""
+        head = (system or "").strip() or DEFAULT_FRAMING
+        shots = "".join(f"User: {q}\nAssistant: {a}\n" for q, a in EXAMPLES)
+        return f"{head}\n\n{shots}"
+
+    @staticmethod
+    def example_texts() -> tuple[str, ...]:
+        return tuple(t for pair in EXAMPLES for t in pair)
+
+    def render(self, messages: list[Msg], preamble: bool = True) -> str:
+        system = next((m.content for m in messages if m.role == "system"), None)
+        out = [self.preamble_text(system)] if preamble else []
+        if system and system.strip() and not preamble:
+            out.append(f"{system.strip()}\n\n")
         for m in messages:
-            if m.role == "system":
-                out.append(f"{m.content.strip()}\n\n")
-            elif m.role == "user":
+            if m.role == "user":
                 out.append(f"User: {m.content.strip()}\n")
-            else:
+            elif m.role == "assistant":
                 out.append(f"Assistant: {m.content.strip()}\n")
         out.append("Assistant:")
         return "".join(out)
@@ -56,7 +92,8 @@ class TemplateFormat:
         self.stop: tuple[str, ...] = ()
         self.add_bos = True
 
-    def render(self, messages: list[Msg]) -> str:
+    def render(self, messages: list[Msg], preamble: bool = True) -> str:
+        """The template alone: a model with a chat template needs no preamble."""
         res = self._fmt(messages=[{"role": m.role, "content": m.content} for m in messages])
         self.add_bos = not res.added_special
         stop = res.stop if isinstance(res.stop, list) else [res.stop] if res.stop else []

@@ -6,6 +6,7 @@ token), which is what keeps the engine's decode rate at the raw loop's.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import random
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,15 @@ class GenerationSettings:
     seed: int | None = None  # None = a fresh random seed per reply
     stop: tuple[str, ...] = field(default_factory=tuple)
     ignore_eos: bool = False  # benchmarks only: decode exactly max_tokens
+    # DRY ("don't repeat yourself"): penalizes a token that would extend a run
+    # of text already in the context, the prompt included, so a base model stops
+    # copying earlier turns; 0 turns it off.
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2  # runs up to this long are free
+    dry_last_n: int = -1  # tokens looked back at; -1: the whole context
+    # A model without a chat template is framed by a preamble (app.engine.prompt); False: the bare transcript.
+    preamble: bool = True
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -43,8 +53,16 @@ class GenerationSettings:
         _check_int("top_k", self.top_k, 0, INT32_MAX)
         if self.seed is not None:
             _check_int("seed", self.seed, -1, SEED_MAX)
-        for name in ("temperature", "top_p", "min_p", "repeat_penalty"):
+        for name in ("temperature", "top_p", "min_p", "repeat_penalty", "dry_multiplier", "dry_base"):
             _check_real(name, getattr(self, name))
+        _check_int("dry_allowed_length", self.dry_allowed_length, 0, INT32_MAX)
+        _check_int("dry_last_n", self.dry_last_n, -1, INT32_MAX)
+        if self.dry_multiplier < 0:
+            raise ValueError(f"dry_multiplier must be >= 0 (0: off), got {self.dry_multiplier}")
+        if self.dry_base < 1:
+            raise ValueError(f"dry_base must be >= 1, got {self.dry_base}")
+        if not isinstance(self.preamble, bool):
+            raise ValueError(f"preamble must be true or false, got {_show(self.preamble)}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
@@ -83,25 +101,37 @@ def _check_real(name: str, v) -> None:
         raise ValueError(f"{name} must be a finite number, got {_show(v)}")
 
 
-class Sampler:
-    """Owns one llama_sampler chain; free it with close()."""
+DRY_BREAKERS = (b"\n", b":", b'"', b"*")  # llama.cpp's defaults: a repeat never spans these
 
-    def __init__(self, s: GenerationSettings, n_vocab: int):
+
+class Sampler:
+    """Owns one llama_sampler chain; free it with close().
+
+    `seen` is the prompt: the repeat penalty and DRY judge the reply against
+    it, as llama-server does, so copying an earlier turn counts as repeating.
+    """
+
+    def __init__(self, s: GenerationSettings, n_vocab: int, vocab=None, seen: tuple[int, ...] = ()):
         self.seed = s.seed if s.seed is not None and s.seed >= 0 else random.randrange(SEED_MAX + 1)
         params = llama_cpp.llama_sampler_chain_default_params()
         self.chain = llama_cpp.llama_sampler_chain_init(params)
         add = lambda smpl: llama_cpp.llama_sampler_chain_add(self.chain, smpl)  # noqa: E731
         penalize = s.repeat_penalty != 1.0
-        # The penalty sampler walks every candidate it is given, and over a
-        # large vocabulary (Gemma's is 262k) that is a cost paid per token, so
-        # top-k runs first (the order llama.h advises). For greedy this is exact:
-        # a penalty >= 1 only lowers the last 64 tokens, so the winner is in the top 65.
+        dry = s.dry_multiplier > 0 and vocab is not None
+        # The penalty and DRY samplers walk every candidate they are given, and
+        # over a large vocabulary (Gemma's is 262k) that is a cost paid per
+        # token, so top-k runs first (the order llama.h advises). For greedy this
+        # is exact: they only lower a few recent tokens, so the winner is in the top 65.
         if s.temperature > 0 and s.top_k > 0:
             add(llama_cpp.llama_sampler_init_top_k(s.top_k))
-        elif s.temperature <= 0 and penalize and s.repeat_penalty > 1.0:
+        elif s.temperature <= 0 and (dry or penalize and s.repeat_penalty > 1.0):
             add(llama_cpp.llama_sampler_init_top_k(PENALTY_WINDOW + 1))
         if penalize:
             add(llama_cpp.llama_sampler_init_penalties(n_vocab, PENALTY_WINDOW, s.repeat_penalty, 0.0, 0.0))
+        if dry:
+            self._breakers = (ctypes.c_char_p * len(DRY_BREAKERS))(*DRY_BREAKERS)
+            add(llama_cpp.llama_sampler_init_dry(vocab, s.dry_multiplier, s.dry_base, s.dry_allowed_length,
+                                                 s.dry_last_n, self._breakers, len(DRY_BREAKERS)))
         if s.temperature <= 0:
             add(llama_cpp.llama_sampler_init_greedy())
         else:
@@ -111,6 +141,9 @@ class Sampler:
                 add(llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
             add(llama_cpp.llama_sampler_init_temp(s.temperature))
             add(llama_cpp.llama_sampler_init_dist(self.seed))
+        if penalize or dry:
+            for tok in seen:
+                llama_cpp.llama_sampler_accept(self.chain, tok)
 
     def sample(self, ctx) -> int:
         return llama_cpp.llama_sampler_sample(self.chain, ctx, -1)

@@ -10,16 +10,22 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
+    QPlainTextEdit,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
 )
 
 from app.config import AppConfig
+from app.engine import prompt_cache
+from app.engine.prompt import TranscriptFormat
 from app.ui.hardware_panel import HardwarePanel
 
 
@@ -57,6 +63,18 @@ class SettingsDialog(QDialog):
         self.repeat_penalty = _dspin(0.5, 3, cfg.repeat_penalty, 0.05)
         self.seed = _spin(-1, 2**31 - 1, cfg.seed, "random")
         self.max_tokens = _spin(1, 1 << 20, cfg.max_tokens)
+        self.dry = _dspin(0, 5, cfg.dry_multiplier, 0.1)
+        self.dry.setSpecialValueText("off")
+        self.dry.setToolTip("DRY: penalizes repeating a run of earlier text, the prompt included")
+        self.preamble = QCheckBox("Frame models without a chat template with this preamble")
+        self.preamble.setChecked(cfg.preamble)
+        self.preamble_text = QPlainTextEdit(TranscriptFormat.preamble_text())
+        self.preamble_text.setReadOnly(True)
+        self.preamble_text.setMaximumHeight(96)
+        self.preamble_text.setToolTip("Sent before the conversation; a system prompt replaces its first "
+                                      "sentence. Models with a chat template get their template only.")
+        self.preamble.toggled.connect(self.preamble_text.setEnabled)
+        self.preamble_text.setEnabled(cfg.preamble)
         form = QFormLayout()
         note = QLabel("<i>Changing these reloads the model:</i>")
         form.addRow(note)
@@ -66,8 +84,19 @@ class SettingsDialog(QDialog):
         form.addRow(QLabel("<i>Applied to the next reply:</i>"))
         for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Top-k", self.top_k),
                          ("Min-p", self.min_p), ("Repeat penalty", self.repeat_penalty),
-                         ("Seed", self.seed), ("Max tokens", self.max_tokens)):
+                         ("Seed", self.seed), ("Max tokens", self.max_tokens), ("DRY", self.dry)):
             form.addRow(label, w)
+        form.addRow(self.preamble)
+        form.addRow(self.preamble_text)
+        self.cache_label = QLabel()
+        self.clear_cache_button = QPushButton("Clear")
+        self.clear_cache_button.setToolTip("Delete the saved prompt prefixes (rebuilt as chats start)")
+        self.clear_cache_button.clicked.connect(self.clear_prompt_cache)
+        cache_row = QHBoxLayout()
+        cache_row.addWidget(self.cache_label, 1)
+        cache_row.addWidget(self.clear_cache_button)
+        form.addRow("Prompt cache", cache_row)
+        self._show_cache()
         self.error = QLabel()
         self.error.setStyleSheet("color: #c0392b;")
         self.error.hide()
@@ -89,8 +118,21 @@ class SettingsDialog(QDialog):
             n_threads=self.threads.value(), temperature=self.temperature.value(),
             top_p=self.top_p.value(), top_k=self.top_k.value(), min_p=self.min_p.value(),
             repeat_penalty=self.repeat_penalty.value(), seed=self.seed.value(),
-            max_tokens=self.max_tokens.value(),
+            max_tokens=self.max_tokens.value(), dry_multiplier=self.dry.value(),
+            preamble=self.preamble.isChecked(),
         )
+
+    def _show_cache(self) -> None:
+        size, files = prompt_cache.cache_usage()
+        entries = files // 2  # a state file and its sidecar
+        plural = "es" if entries != 1 else ""
+        self.cache_label.setText(f"{size / 1e6:.1f} MB in {entries} saved prefix{plural} "
+                                 "(the preamble and system prompts, kept across restarts)")
+        self.clear_cache_button.setEnabled(files > 0)
+
+    def clear_prompt_cache(self) -> None:
+        prompt_cache.clear_cache()
+        self._show_cache()
 
     def _accept(self) -> None:
         cfg = self.value()

@@ -154,6 +154,9 @@ def test_build_prompt_runs_with_the_slot_context_and_its_tokens_are_decoded(mode
     try:
         req = BatchRequest("b", settings=fixed(4, stop=("zz",)), build_prompt=build)
         _, stop = eng.prompt_for(req)
+        assert stop == ("zz",)  # ignore_eos decodes exactly max_tokens: only the request's own stops
+        talk = GenerationSettings(max_tokens=4, temperature=0, stop=("zz",))
+        _, stop = eng.prompt_for(BatchRequest("c", settings=talk, build_prompt=build))
         assert stop == (*eng.format.stop, "zz")  # the format's, then the request's
         calls.clear()
         expected = eng.to_tokens(history[-1:])

@@ -38,7 +38,8 @@ def test_kill_9_mid_reply_leaves_the_partial_reply_interrupted(model_path):
     db = default_path()
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "ask", "Continue counting: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,",
-         "--model", str(model_path), "--temperature", "0", "--max-tokens", "3000", "--ctx", "4096"],
+         "--model", str(model_path), "--temperature", "0", "--max-tokens", "3000", "--ctx", "4096",
+         "--repeat-penalty", "1.0"],  # counting repeats its commas: unpenalized, it runs on
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     saves: list[float] = []  # distinct updated_at values seen while it generated
     try:

@@ -6,6 +6,8 @@ window is closed at teardown and its engine thread must have ended.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.config import AppConfig, default_path
@@ -43,6 +45,12 @@ def make_window(qtbot, model_path):
     for win in made:
         win.close()
         assert win.bridge.thread.isFinished(), "engine thread still running after close"
+
+
+def decode_to_max_tokens(source):
+    """Wrap a settings source so every reply runs to max_tokens: a framed base model
+    answers in a sentence, and a test that acts mid-reply needs one still running."""
+    return lambda: replace(source(), ignore_eos=True)
 
 
 def ask(qtbot, win, text: str, timeout: int = 60_000):

@@ -8,13 +8,16 @@ import time
 import pytest
 
 from app.ui.batch.results import ResultDialog
-from tests.ui.conftest import ask, small_config
+from tests.ui.conftest import ask, decode_to_max_tokens, small_config
 
 PROMPTS = "\n".join(f"Count from 1 to {n}." for n in range(1, 7))
 
 
-def _panel(win, tmp_path, slots=3, max_tokens=12, prompts=PROMPTS):
+def _panel(win, tmp_path, slots=3, max_tokens=12, prompts=PROMPTS, full_length=False):
+    """`full_length`: every request runs to max_tokens, so the batch is still busy when acted on."""
     panel = win.open_batch()
+    if full_length:
+        panel.settings_source = decode_to_max_tokens(panel.settings_source)
     panel.paste.setPlainText(prompts)
     panel.output_edit.setText(str(tmp_path / "out.jsonl"))
     panel.slots.setValue(slots)
@@ -79,7 +82,7 @@ def test_pause_stops_progress_and_resume_continues(qtbot, make_window, tmp_path)
 
 def test_cancel_stops_and_joins_the_thread(qtbot, make_window, tmp_path):
     win = make_window(small_config())
-    panel = _panel(win, tmp_path, slots=2, max_tokens=200)
+    panel = _panel(win, tmp_path, slots=2, max_tokens=200, full_length=True)
     panel.start()
     qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.generated > 0, timeout=60_000)
     t = time.perf_counter()
@@ -134,7 +137,7 @@ def test_chat_during_a_batch_uses_the_online_slot(qtbot, make_window, tmp_path):
 
 def test_closing_the_window_during_a_batch_exits_promptly(qtbot, make_window, tmp_path):
     win = make_window(small_config())
-    panel = _panel(win, tmp_path, slots=3, max_tokens=400)
+    panel = _panel(win, tmp_path, slots=3, max_tokens=400, full_length=True)
     panel.start()
     qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.generated > 0, timeout=60_000)
     t = time.perf_counter()
@@ -153,7 +156,7 @@ def test_chat_routed_to_the_batch_keeps_the_context_budget(qtbot, make_window, t
     conv = Conversation(messages=[ChatMessage(role, f"{i}: {long}") for i in range(4)
                                   for role in ("user", "assistant")])
     win.flow.new_chat(conv)
-    panel = _panel(win, tmp_path, slots=1, max_tokens=400)
+    panel = _panel(win, tmp_path, slots=1, max_tokens=400, full_length=True)
     panel.route_chat.setChecked(True)
     panel.start()
     qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.busy_slots > 0, timeout=60_000)
@@ -168,7 +171,7 @@ def test_chat_routed_to_the_batch_keeps_the_context_budget(qtbot, make_window, t
 
 def test_a_turn_too_long_for_the_online_slot_is_a_context_overflow(qtbot, make_window, tmp_path):
     win = make_window(small_config(n_ctx=4096, max_tokens=8))
-    panel = _panel(win, tmp_path, slots=1, max_tokens=400)
+    panel = _panel(win, tmp_path, slots=1, max_tokens=400, full_length=True)
     panel.route_chat.setChecked(True)
     panel.start()
     qtbot.waitUntil(lambda: panel.progress is not None and panel.progress.busy_slots > 0, timeout=60_000)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
-from tests.ui.conftest import ask, small_config
+from tests.ui.conftest import ask, decode_to_max_tokens, small_config
 
 QUESTION = "Name three colours."
 
@@ -67,6 +67,7 @@ def test_gauges_move_during_generation_not_only_at_the_end(qtbot, make_window):
 
 def test_stop_answers_quickly_and_keeps_the_partial_reply(qtbot, make_window):
     win = make_window(small_config(max_tokens=400))
+    win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
     win.composer.set_text("Tell me a long story about a lighthouse.")
     with qtbot.waitSignal(win.flow.reply_finished, timeout=60_000) as blocker:
         win.flow.send()

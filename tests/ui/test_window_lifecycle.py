@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.config import load_config
-from tests.ui.conftest import ask, small_config
+from tests.ui.conftest import ask, decode_to_max_tokens, small_config
 
 
 def test_streaming_toggle_and_settings_persist_across_a_restart(qtbot, make_window):
@@ -73,6 +73,7 @@ def test_context_overflow_is_a_message_and_the_text_comes_back(qtbot, make_windo
 
 def test_closing_during_generation_exits_promptly(qtbot, make_window):
     win = make_window(small_config(max_tokens=2000, n_ctx=4096))
+    win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
     win.composer.set_text("Tell me a very long story.")
     win.flow.send()
     qtbot.waitUntil(lambda: win.view.stream_paints > 2, timeout=30_000)
@@ -98,6 +99,7 @@ def test_run_window_on_qasync_closes_mid_reply(qtbot, model_path):
         state["win"] = win
 
         def loaded(_info):
+            win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
             win.composer.set_text("Tell me a very long story.")
             win.flow.send()
 
