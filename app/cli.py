@@ -22,8 +22,19 @@ from app.errors import LlamaDeskError
 COMMANDS = ("ask", "models", "bench", "batch", "list", "export", "import_")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors as every other LlamaDesk error: one line, exit 2.
+
+    argparse prints the whole usage first; the line that says what was wrong
+    is the one a user needs, and `--help` has the rest.
+    """
+
+    def error(self, message: str):
+        self.exit(2, f"llamadesk: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="llamadesk",
         description="Chat with local GGUF models. With no command, opens the window.",
     )

@@ -108,14 +108,15 @@ class TurnRecorder:
         """Seal the reply with its stats and out-of-context markers; returns its state.
 
         A reply that ended in an engine error keeps its text as interrupted; one
-        with no text at all is rolled back like any turn that showed nothing.
+        stopped or failed before any text is rolled back like any turn that
+        showed nothing (a model's own empty answer is kept: that is its reply).
         """
         if turn is None:
             return None
         turn.reply = reply
         state = reply_state(reply.stats)
-        if state == INTERRUPTED and not reply.text:
-            self.abandon(turn, "")
+        if not reply.text and (state == INTERRUPTED or reply.stats.stop_reason == "cancelled"):
+            self.abandon(turn, "")  # stopped or failed before any text: nothing was shown
             return None
         ooc = [turn.history_ids[i] for i in reply.dropped
                if i < len(turn.history_ids) and turn.history_ids[i] is not None]

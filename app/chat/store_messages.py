@@ -134,19 +134,25 @@ class MessageRows(StoreBase):
             c.execute("DELETE FROM messages WHERE id = ?", (msg_id,))
 
     def recover_interrupted(self) -> int:
-        """Turn replies whose writer died (or went silent) into "interrupted"."""
+        """Turn replies whose writer died (or went silent) into "interrupted".
+
+        One that had no text yet showed nothing to anyone, so it is removed
+        rather than kept as an empty reply; the question before it stays.
+        """
         with self._read() as c:
-            rows = c.execute("SELECT id, writer_pid, updated_at FROM messages WHERE state = ?",
+            rows = c.execute("SELECT id, writer_pid, updated_at, content = '' FROM messages WHERE state = ?",
                              (GENERATING,)).fetchall()
         now = time.time()
-        dead = [r[0] for r in rows
+        dead = [r for r in rows
                 if r[1] is None or not pid_alive(r[1]) or now - (r[2] or 0) > STALE_AFTER_S]
         if not dead:
             return 0
         with self._write() as c:
+            c.executemany("DELETE FROM messages WHERE id = ? AND state = ? AND content = ''",
+                          [(r[0], GENERATING) for r in dead if r[3]])
             c.executemany("UPDATE messages SET state = ?, writer_pid = NULL WHERE id = ? AND state = ?",
-                          [(INTERRUPTED, i, GENERATING) for i in dead])
-        log.info("marked %d cut-off replies as interrupted", len(dead))
+                          [(INTERRUPTED, r[0], GENERATING) for r in dead if not r[3]])
+        log.info("recovered %d cut-off replies (empty ones removed)", len(dead))
         return len(dead)
 
     def import_conversation(self, conv: Conversation) -> int:

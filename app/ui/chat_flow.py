@@ -190,6 +190,9 @@ class ChatFlow(QObject):
         if reply.stats.error is not None:
             self._fail(reply.stats.error, False, reply)
             return
+        if reply.stats.stop_reason == "cancelled" and not reply.text:
+            self._fail("Stopped before the first token", False, reply, level="info")
+            return
         msg = ChatMessage("assistant", reply.text, reply.stats)
         for i in self.conversation.mark_dropped(reply.dropped):
             self.view.update_message(i, self.conversation.messages[i])
@@ -205,12 +208,12 @@ class ChatFlow(QObject):
         if self._current(job):
             self._fail(message, overflow, None)
 
-    def _fail(self, message: str, overflow: bool, reply: Reply | None) -> None:
+    def _fail(self, message: str, overflow: bool, reply: Reply | None, level: str = "error") -> None:
         """The one failure policy: text the user saw stays (interrupted); with none, the
         question goes back in the box, since nothing of the turn was answered."""
         text = reply.text if reply is not None else "".join(self._parts)
         stats = reply.stats if reply is not None else None
-        kind = "Context overflow: " if overflow else "Error: "
+        kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
         if text:
             msg = ChatMessage("assistant", text, stats, state=INTERRUPTED)
             self.conversation.messages.append(msg)
@@ -222,7 +225,7 @@ class ChatFlow(QObject):
             else:
                 self.gauges.fail(time.perf_counter())
             self._end_job()
-            self.bar.show_message(kind + message + " (the reply so far is kept)", "error")
+            self.bar.show_message(kind + message + " (the reply so far is kept)", level)
             self.reply_failed.emit(message)
             return
         if self.recorder is not None:
@@ -235,7 +238,7 @@ class ChatFlow(QObject):
         self.gauges.fail(time.perf_counter())
         self._end_job()
         hint = " (your message is back in the box)" if question else ""
-        self.bar.show_message(kind + message + hint, "error")
+        self.bar.show_message(kind + message + hint, level)
         self.reply_failed.emit(message)
 
     def _save_progress(self) -> None:

@@ -210,3 +210,15 @@ def test_begin_saves_the_question_and_an_empty_reply_in_one_go(store):
            [(turn.user_message_id, "user", COMPLETE), (turn.reply_message_id, "assistant", GENERATING)]
     rec.abandon(turn, "")  # nothing shown: the new conversation goes with it
     assert store.list_conversations() == []
+
+
+def test_a_turn_stopped_before_any_text_leaves_nothing_behind(store, rec, engine):
+    first = record_turn(rec, engine, None, "Hello", greedy(4))
+    cancel = CancelToken()
+    cancel.cancel()  # Ctrl+C during the prefill: no token was ever shown
+    turn = record_turn(rec, engine, first.conversation_id, "Tell me a story.", greedy(40), cancel=cancel)
+    assert turn.reply.stats.stop_reason == "cancelled" and turn.reply.text == "" and turn.state is None
+    assert [m.content for m in store.get_conversation(first.conversation_id).messages] == \
+           ["Hello", first.reply.text]
+    alone = record_turn(rec, engine, None, "Tell me a story.", greedy(40), cancel=cancel)
+    assert alone.state is None and [c.id for c in store.list_conversations()] == [first.conversation_id]

@@ -299,9 +299,21 @@ def test_live_writers_reply_is_left_alone(store):
         assert other.get_conversation(cid).messages[-1].state == GENERATING
 
 
+def test_a_dead_writers_reply_with_no_text_is_removed_and_its_question_kept():
+    code = ("from app.chat.store import Store\n"
+            "s = Store.open(); c = s.create_conversation(); s.add_message(c, 'user', 'q')\n"
+            "s.begin_reply(c)\n"
+            "import os; os._exit(0)\n")  # killed during the prefill: no text was ever shown
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with Store.open() as s:
+        assert s.recovered == 1
+        assert [(m.role, m.content) for m in s.get_conversation(1).messages] == [("user", "q")]
+
+
 def test_silent_writer_is_considered_dead(store):
     cid = store.create_conversation()
     r = store.begin_reply(cid)
+    store.update_reply(r, "some text")
     conn = sqlite3.connect(store.path)
     conn.execute("UPDATE messages SET updated_at = ? WHERE id = ?", (time.time() - 3600, r))
     conn.commit()

@@ -41,16 +41,24 @@ def test_unreadable_file(tmp_path, model_path):
     pid = os.fork()
     if pid == 0:  # child: become an unprivileged user, then run the real CLI entry point
         try:
+            import io
+
+            from app.cli import main
+
+            # The same path as root first (a missing file fails where an unreadable one
+            # does), so every module is imported while Python's own files are readable.
+            sys.stderr = io.StringIO()
+            main(["ask", "hello", "--model", str(tmp_path / "absent.gguf"), "--max-tokens", "2",
+                  "--no-save"])
             sys.stderr = os.fdopen(write_fd, "w")  # pytest has replaced the real stderr
             if os.geteuid() == 0:
                 os.setgid(65534)
                 os.setuid(65534)
-            from app.cli import main
-
             rc = main(["ask", "hello", "--model", str(p), "--max-tokens", "2", "--no-save"])
             sys.stderr.flush()
             os._exit(rc)
-        except BaseException:
+        except BaseException as e:  # say what went wrong: the parent only sees the exit code
+            os.write(write_fd, f"child failed: {type(e).__name__}: {e}\n".encode())
             os._exit(99)
     os.close(write_fd)
     with os.fdopen(read_fd) as f:

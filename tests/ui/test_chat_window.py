@@ -227,3 +227,18 @@ def test_marking_earlier_messages_while_a_reply_streams_keeps_every_message(qtbo
     assert all(m.content in text for m in msgs)
     assert text.count("out of context") == 4 and text.count("the new reply") == 1
     assert text.rstrip().endswith("the new reply, finished")
+
+
+def test_stop_before_the_first_token_gives_the_question_back_and_saves_nothing(qtbot, make_window):
+    from app.chat.store import Store
+
+    win = make_window(small_config(max_tokens=40))
+    win.composer.set_text("Tell me a story.")
+    with qtbot.waitSignal(win.flow.reply_failed, timeout=60_000):
+        win.flow.send()
+        win.flow.stop()  # before the engine thread has produced anything
+    assert win.flow.conversation.messages == [] and win.composer.text() == "Tell me a story."
+    assert win.bar.level == "info" and "back in the box" in win.bar.text()
+    win.close()
+    with Store.open() as store:
+        assert store.list_conversations() == []
