@@ -2,8 +2,8 @@
 
 Every reply of the set in quality_set is classified (empty, echo, role marker,
 copy, ok), once with today's defaults and once as LlamaDesk answered before
-the base-model work (no preamble, only "User:" stops, no DRY), in one run on
-one loaded model, so the two rates are comparable. Seeds are fixed per prompt:
+the base-model work (no preamble, only "User:" stops, penalties blind to the
+prompt), in one run on one loaded model, so the two rates are comparable. Seeds are fixed per prompt:
 the figure is a property of the defaults, not of one lucky draw.
 """
 
@@ -26,7 +26,7 @@ MAX_TOKENS = 96  # enough for every kind of failure to show; keeps the run to mi
 def _variants() -> dict[str, dict]:
     base = AppConfig().generation()
     base.max_tokens = MAX_TOKENS
-    plain = replace(base, dry_multiplier=0.0) if hasattr(base, "dry_multiplier") else base
+    plain = replace(base, dry_multiplier=0.0, penalize_prompt=False)
     return {"before": {"settings": plain, "preamble": False, "format": TranscriptFormat(LEGACY_STOPS)},
             "after": {"settings": base, "preamble": True, "format": TranscriptFormat()}}
 
@@ -39,7 +39,7 @@ def _ask(engine: ChatEngine, variant: dict, history: list[Msg], question: str, s
 
 
 def _run_variant(engine: ChatEngine, variant: dict) -> dict:
-    seen = engine.format.example_texts() if variant["preamble"] else ()
+    seen = engine.format.shown_texts() if variant["preamble"] else ()
     kinds: Counter[str] = Counter()
     samples: dict[str, list[str]] = {}
     t0 = time.perf_counter()

@@ -64,8 +64,9 @@ class TranscriptFormat:
         return f"{head}\n\n{shots}"
 
     @staticmethod
-    def example_texts() -> tuple[str, ...]:
-        return tuple(t for pair in EXAMPLES for t in pair)
+    def shown_texts() -> tuple[str, ...]:
+        """Everything the preamble shows the model: copying from it is copying."""
+        return (DEFAULT_FRAMING, *(t for pair in EXAMPLES for t in pair))
 
     def render(self, messages: list[Msg], preamble: bool = True) -> str:
         system = next((m.content for m in messages if m.role == "system"), None)

@@ -40,6 +40,9 @@ class GenerationSettings:
     dry_last_n: int = -1  # tokens looked back at; -1: the whole context
     # A model without a chat template is framed by a preamble (app.engine.prompt); False: the bare transcript.
     preamble: bool = True
+    # The repeat penalty and DRY count the prompt as text already written (as
+    # llama-server does), so copying an earlier turn is repeating; False: the reply alone.
+    penalize_prompt: bool = True
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -61,8 +64,9 @@ class GenerationSettings:
             raise ValueError(f"dry_multiplier must be >= 0 (0: off), got {self.dry_multiplier}")
         if self.dry_base < 1:
             raise ValueError(f"dry_base must be >= 1, got {self.dry_base}")
-        if not isinstance(self.preamble, bool):
-            raise ValueError(f"preamble must be true or false, got {_show(self.preamble)}")
+        for name in ("preamble", "penalize_prompt", "ignore_eos"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {_show(getattr(self, name))}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
@@ -141,7 +145,7 @@ class Sampler:
                 add(llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
             add(llama_cpp.llama_sampler_init_temp(s.temperature))
             add(llama_cpp.llama_sampler_init_dist(self.seed))
-        if penalize or dry:
+        if (penalize or dry) and s.penalize_prompt:
             for tok in seen:
                 llama_cpp.llama_sampler_accept(self.chain, tok)
 

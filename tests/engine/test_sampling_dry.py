@@ -24,7 +24,7 @@ def test_dry_keeps_a_reply_from_copying_an_earlier_turn(engine):
 
 @pytest.mark.parametrize(("field", "value"), [("dry_multiplier", -1.0), ("dry_base", 0.5),
                                               ("dry_allowed_length", -1), ("dry_last_n", -2),
-                                              ("preamble", "yes")])
+                                              ("preamble", "yes"), ("penalize_prompt", 1)])
 def test_bad_dry_and_preamble_settings_are_refused_by_name(field, value):
     with pytest.raises(ValueError, match=field):
         GenerationSettings(**{field: value}).validate()
