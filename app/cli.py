@@ -99,10 +99,10 @@ def _usable_streams() -> None:
     Started with stdout or stderr closed (`>&-`), Python leaves it None; devnull
     stands in, as if the user had redirected it there, on the descriptor itself,
     so no file the command opens later (the history database) lands on fd 1 or
-    2, where a stray write would corrupt it. Text
-    no encoder takes (a PYTHONIOENCODING=ascii terminal) is shown escaped, as
-    stderr already does; surrogateescape, Python's choice for some locales, is
-    kept, as it writes undecodable file names back as their own bytes.
+    2, where a stray write would corrupt it. Text no encoder takes (a
+    PYTHONIOENCODING=ascii terminal) is shown escaped, as stderr already does;
+    surrogateescape, Python's choice for some locales, is kept, as it writes
+    undecodable file names back as their own bytes.
     """
     for fd, name in ((1, "stdout"), (2, "stderr")):
         if getattr(sys, name) is None:

@@ -5,7 +5,7 @@ XDG data dir), so the developer's own history is neither shown nor touched.
 Run under a display (e.g. `Xvfb :99 -screen 0 1600x1000x24 &` then
 `DISPLAY=:99 QT_QPA_PLATFORM=xcb python resources/make_screenshot.py`). Settings are
 not persisted, so a developer's own settings file is never touched.
-The second reply is grabbed mid-stream, so the gauges show a live reply.
+The second reply is grabbed a dozen tokens in, so the gauges show a live reply.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ EARLIER = [("Explain the difference between TCP and UDP", "TCP is connection-ori
 
 def seed_history() -> None:
     os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="llamadesk-shot-")
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="llamadesk-shot-cache-")
     from app.chat.store import Store
 
     with Store.open() as store:
@@ -49,10 +50,10 @@ def main() -> int:
     # One llama thread: on a small shared machine, oversubscribed cores make decode crawl.
     cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3, n_threads=1)
     model = sys.argv[1] if len(sys.argv) > 1 else None
+    state = {"turn": 0}
     win = MainWindow(model=model, config=cfg, persist=False)
     win.resize(1200, 800)
     win.show()
-    state = {"turn": 0}
 
     def ask(text: str, max_tokens: int) -> None:
         win.config.max_tokens = max_tokens
@@ -74,7 +75,8 @@ def main() -> int:
             QTimer.singleShot(100, poll)
 
     def poll() -> None:
-        if win.flow.gauges.generated >= 110 or time.perf_counter() - state["t0"] > 60:
+        # A dozen tokens in: mid-reply even for the short answers the framed base model gives.
+        if win.flow.gauges.generated >= 12 or time.perf_counter() - state["t0"] > 60:
             win.grab().save(str(OUT))
             print(f"saved {OUT}")
             win.close()
