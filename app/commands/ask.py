@@ -95,6 +95,8 @@ def _ask(args: argparse.Namespace, settings, store: Store | None) -> int:
         report = engine.model.report
         if report.fallback:
             note(report.fallback)
+        elif report.backend != "CPU":  # a GPU build: where it ran is news either way
+            note(f"runs on {report.runs_on}")
         if engine.notice and not args.json:
             note(engine.notice)
         streaming = not (args.no_stream or args.json)
@@ -115,7 +117,8 @@ def _ask(args: argparse.Namespace, settings, store: Store | None) -> int:
             reply = turn.reply
             conv_id = turn.conversation_id if turn.state else None
         if args.json:
-            json.dump({"text": reply.text, "model": report.model_path, "stats": reply.stats.to_json(),
+            json.dump({"text": reply.text, "model": report.model_path, "runs_on": report.runs_on,
+                       "stats": reply.stats.to_json(),
                        "conversation": conv_id},
                       sys.stdout, ensure_ascii=False)
             sys.stdout.write("\n")

@@ -14,6 +14,7 @@ import re
 import threading
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 import llama_cpp
 import llama_cpp._logger  # noqa: F401  (installs its callback on import; we replace it below)
@@ -90,13 +91,49 @@ def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
+# The backend libraries llama-cpp-python ships beside libllama (llama_cpp/lib).
+GPU_LIBRARIES = {"cuda": "CUDA", "metal": "Metal", "vulkan": "Vulkan", "hip": "ROCm", "sycl": "SYCL",
+                 "opencl": "OpenCL"}
+
+
+def compiled_gpu_backend(libdir: Path | None = None) -> str | None:
+    """The GPU backend this build has compiled in, whether or not it found a device.
+
+    llama_supports_gpu_offload() is False both for a CPU-only build and for a
+    CUDA build on a machine with no usable GPU; telling a user the second is
+    the first sends them rebuilding what is already there. The backend's own
+    library beside libllama says which it is.
+    """
+    libdir = libdir or Path(llama_cpp.__file__).parent / "lib"
+    try:
+        names = [f.name.lower() for f in libdir.iterdir()]
+    except OSError:
+        names = []
+    for key, label in GPU_LIBRARIES.items():
+        if any(n.startswith((f"libggml-{key}.", f"ggml-{key}.")) for n in names):
+            return label
+    info = system_info()  # a static build names its backends here instead
+    for label in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL"):
+        if re.search(rf"\b{label}\b", info, re.IGNORECASE):
+            return "ROCm" if label == "HIP" else label
+    return None
+
+
 def compiled_backend() -> str:
     """The GPU backend compiled into this llama.cpp build, or "CPU"."""
-    info = system_info()
-    for name in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL"):
-        if re.search(rf"\b{name}\b", info, re.IGNORECASE):
-            return "Metal" if name == "Metal" else name
-    return "GPU" if gpu_offload_supported() else "CPU"
+    return compiled_gpu_backend() or ("GPU" if gpu_offload_supported() else "CPU")
+
+
+def gpu_init_failure() -> str | None:
+    """What the GPU backend logged when it found no usable device, if it did
+    (e.g. CUDA's "failed to initialize CUDA: CUDA driver version is insufficient")."""
+    with TAP._lock:
+        lines = [line for _seq, _lvl, line in TAP.lines]
+    for line in reversed(lines):
+        if re.search(r"failed to initiali[sz]e|no (CUDA|Vulkan|GPU)[- ]capable device|no devices? found",
+                     line, re.IGNORECASE):
+            return line.strip()
+    return None
 
 
 @dataclass

@@ -63,11 +63,18 @@ class LoadReport:
 
     @property
     def runs_on(self) -> str:
-        if self.layers_offloaded and self.backend != "CPU":
+        """Where the model runs and why, in the words the model bar, `ask` and the
+        settings use: a build with a GPU backend and no usable GPU is not a CPU build."""
+        gpu_build = self.backend not in ("CPU", "GPU") or self.gpu_offload_supported
+        if self.layers_offloaded and gpu_build:
             total = f"/{self.layers_total}" if self.layers_total else ""
             return f"{self.backend} ({self.layers_offloaded}{total} layers on GPU)"
-        if not self.gpu_offload_supported:
+        if not gpu_build:
             return "CPU (this llama.cpp build has no GPU offload)"
+        if self.n_gpu_layers_requested == 0:
+            return "CPU (by choice: GPU layers set to 0)"
+        if not self.gpu_offload_supported:
+            return f"CPU (this llama.cpp build has {self.backend}, but no usable GPU was found)"
         return "CPU"
 
     def to_json(self) -> dict:
@@ -122,6 +129,17 @@ def _check_limits(p: Path, opts: LoadOptions) -> None:
                                 f"(at most {MAX_THREADS}); lower --threads")
 
 
+def _no_device(opts: LoadOptions) -> str | None:
+    """GPU layers asked of a build that has a GPU backend but found no device: said,
+    in one line, rather than run on the CPU as if nothing had been asked."""
+    gpu = backend.compiled_gpu_backend()
+    if opts.n_gpu_layers == 0 or gpu is None:
+        return None
+    why = backend.gpu_init_failure()
+    return (f"this llama.cpp build has {gpu}, but no usable GPU was found"
+            f"{f' ({why})' if why else ''}; running on the CPU")
+
+
 def _failure(mark: int, opts: LoadOptions, e: Exception) -> str:
     reason = backend.load_failure_reason(backend.TAP.since(mark), opts.n_ctx)
     return reason or f"llama.cpp could not load it ({e})"
@@ -134,7 +152,7 @@ def load_model(path: str | Path, opts: LoadOptions | None = None) -> LoadedModel
     _check_limits(p, opts)
     supported = backend.gpu_offload_supported()
     want_gpu = opts.n_gpu_layers != 0 and supported
-    fallback = None
+    fallback = _no_device(opts) if not supported else None
     t0 = time.perf_counter()
     mark = backend.TAP.mark()
     try:

@@ -47,7 +47,13 @@ def hardware_rows(report: LoadReport | None, build_backend: str | None = None,
     if devices is None:
         devices = report.devices if report and report.devices else [
             vars(d) for d in backend.devices()]
-    rows = [("GPU offload", f"{build_backend}" if offload_supported else NO_OFFLOAD)]
+    if offload_supported:
+        offload = build_backend
+    elif build_backend not in ("CPU", "GPU"):
+        offload = f"none: {build_backend} is compiled in, but no usable GPU was found"
+    else:
+        offload = NO_OFFLOAD
+    rows = [("GPU offload", offload)]
     devs = list(devices)
     rows += [("Device", describe_device(d)) for d in devs] or [("Device", "llama.cpp reported none")]
     if report is None:
@@ -57,7 +63,8 @@ def hardware_rows(report: LoadReport | None, build_backend: str | None = None,
     if report.layers_offloaded:
         layers = f"{report.layers_offloaded} of {total}" if total else str(report.layers_offloaded)
     elif not offload_supported:
-        layers = f"0 of {total} (CPU build)" if total else "0 (CPU build)"
+        why = "CPU build" if build_backend in ("CPU", "GPU") else "no usable GPU"
+        layers = f"0 of {total} ({why})" if total else f"0 ({why})"
     elif report.n_gpu_layers_requested == 0:
         layers = "0 (GPU layers set to 0 in these settings)"
     else:

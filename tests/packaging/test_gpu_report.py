@@ -144,3 +144,82 @@ def test_settings_opened_from_the_window_get_its_load_report(qtbot, model_path, 
     finally:
         win.close()
     assert win.bridge.thread.isFinished()
+
+
+def test_a_gpu_build_with_no_usable_gpu_is_not_called_a_cpu_build():
+    """What a CUDA wheel says on a machine without a GPU (run for real below, on such a wheel)."""
+    why = "this llama.cpp build has CUDA, but no usable GPU was found; running on the CPU"
+    none = _cuda_report(gpu_offload_supported=False, layers_offloaded=0, fallback=why,
+                        devices=[{"name": "CPU", "description": "AMD EPYC", "kind": "CPU",
+                                  "memory_free": None, "memory_total": None}])
+    assert none.runs_on == "CPU (this llama.cpp build has CUDA, but no usable GPU was found)"
+    rows = hardware_rows(none)
+    assert _row(rows, "GPU offload") == ["none: CUDA is compiled in, but no usable GPU was found"]
+    assert _row(rows, "Device") == ["CPU: AMD EPYC"]  # zero GPUs
+    assert _row(rows, "Layers on GPU") == ["0 of 19 (no usable GPU)"]
+    assert _row(rows, "Fallback") == [why]
+    chosen = _cuda_report(gpu_offload_supported=False, layers_offloaded=0, n_gpu_layers_requested=0)
+    assert chosen.runs_on == "CPU (by choice: GPU layers set to 0)" and chosen.fallback is None
+
+
+def test_the_compiled_gpu_backend_is_read_from_the_libraries_shipped(tmp_path):
+    (tmp_path / "libllama.so").write_bytes(b"")
+    (tmp_path / "libggml-cpu.so").write_bytes(b"")
+    assert backend.compiled_gpu_backend(tmp_path) in (None, *backend.GPU_LIBRARIES.values())
+    (tmp_path / "libggml-cuda.so").write_bytes(b"")
+    assert backend.compiled_gpu_backend(tmp_path) == "CUDA"
+
+
+@cpu_build
+def test_this_cpu_build_ships_no_gpu_backend():
+    if backend.compiled_gpu_backend() is not None:
+        pytest.fail(f"a {backend.compiled_gpu_backend()} backend is installed but cannot offload: "
+                    "that case is tested by the no-device tests below")
+    assert backend.compiled_backend() == "CPU"
+
+
+no_device_build = pytest.mark.skipif(
+    backend.compiled_gpu_backend() is None or backend.gpu_offload_supported(),
+    reason="needs a llama.cpp build with a GPU backend on a machine without a usable GPU "
+           "(packaging/build-cuda.sh makes one); this build is CPU-only or finds its GPU")
+
+
+def _ask(model_path, layers: str):
+    return subprocess.run(
+        [sys.executable, "-m", "app", "ask", "hi", "--json", "--no-save", "--max-tokens", "2",
+         "--gpu-layers", layers, "--threads", "1", "--ctx", "256", "--model", str(model_path)],
+        capture_output=True, text=True, timeout=120)
+
+
+@no_device_build
+def test_no_usable_gpu_is_said_in_one_line_and_gpu_layers_0_is_a_choice(model_path, isolated_dirs):
+    gpu = backend.compiled_gpu_backend()
+    out = _ask(model_path, "-1")
+    assert out.returncode == 0, out.stderr
+    notes = [line for line in out.stderr.splitlines() if "usable GPU" in line]
+    said = f"this llama.cpp build has {gpu}, but no usable GPU was found"
+    assert len(notes) == 1 and notes[0].startswith(f"llamadesk: {said}")
+    assert json.loads(out.stdout)["runs_on"] == f"CPU ({said})"
+    chosen = _ask(model_path, "0")
+    assert chosen.returncode == 0, chosen.stderr
+    assert "usable GPU" not in chosen.stderr
+    assert "llamadesk: runs on CPU (by choice: GPU layers set to 0)" in chosen.stderr.splitlines()
+
+
+@no_device_build
+def test_the_window_says_no_usable_gpu_in_its_model_bar(qtbot, model_path):
+    from app.config import AppConfig
+    from app.ui.window import MainWindow
+
+    win = MainWindow(model=str(model_path), config=AppConfig(n_ctx=256, n_threads=1), persist=False)
+    qtbot.addWidget(win)
+    try:
+        with qtbot.waitSignal(win.model_loaded, timeout=60_000):
+            pass
+        assert "no usable GPU was found" in win.model_bar.status.text()
+        assert win.bar.isVisible() and win.bar.level == "warning" and "no usable GPU" in win.bar.text()
+        rows = win.load_report and hardware_rows(win.load_report)
+        assert _row(rows, "GPU offload") == [f"none: {backend.compiled_gpu_backend()} is compiled in, "
+                                             "but no usable GPU was found"]
+    finally:
+        win.close()
