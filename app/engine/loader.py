@@ -74,7 +74,7 @@ class LoadReport:
         if self.n_gpu_layers_requested == 0:
             return "CPU (by choice: GPU layers set to 0)"
         if not self.gpu_offload_supported:
-            return f"CPU (this llama.cpp build has {self.backend}, but no usable GPU was found)"
+            return f"CPU ({self.backend} build, no usable GPU found)"  # the fallback line says more
         return "CPU"
 
     def to_json(self) -> dict:

@@ -98,12 +98,21 @@ def test_entry_point_runs_under_this_python():
     assert out.stdout.strip() == f"llamadesk {__version__}"
 
 
-@pytest.mark.parametrize("script", ["build.sh", "smoke.sh"])
+@pytest.mark.parametrize("script", ["build.sh", "smoke.sh", "build-cuda.sh"])
 def test_shell_scripts_parse(script):
     path = PACKAGING / script
     assert path.stat().st_mode & 0o111, f"{script} is not executable"
     out = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_build_cuda_says_how_to_use_it_and_refuses_what_it_does_not_know():
+    script = str(PACKAGING / "build-cuda.sh")
+    usage = subprocess.run(["bash", script, "--help"], capture_output=True, text=True)
+    assert usage.returncode == 0 and "--arch" in usage.stdout and "nvidia-cublas" in usage.stdout
+    bad = subprocess.run(["bash", script, "--cuda-version", "12"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "build-cuda.sh: unknown option: --cuda-version (see --help)"]
 
 
 def test_spec_collects_every_subcommand_and_the_model_chunks():
