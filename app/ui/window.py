@@ -208,7 +208,10 @@ class MainWindow(QMainWindow):
         self._save()
         warned = self.bar.isVisible() and self.bar.level in ("warning", "error")
         if info.report.fallback:
-            self.bar.show_message(info.report.fallback, "warning")
+            # Added to what the bar already warns of (settings, history): both still need reading.
+            shown = self.bar.text() if warned and info.report.fallback not in self.bar.text() else ""
+            self.bar.show_message(f"{shown}  ·  {info.report.fallback}" if shown else info.report.fallback,
+                                  "warning")
         elif warned:
             pass  # a notice must not cover what the user still has to read (settings, history)
         elif info.notice and not self._notice_shown:

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from app.engine import models
+from app.engine.prompt_cache import clear_cache
 from app.paths import user_models_dir
 from tests.gguf_factory import write_gguf
 
@@ -76,10 +77,11 @@ def test_ask_streams_to_stdout_and_stats_to_stderr(model_path):
              "--temperature", "0")
     assert r.returncode == 0, r.stderr
     err = r.stderr.strip().splitlines()
-    assert err[0] == "llamadesk: no chat template: using plain transcript format"
+    assert "llamadesk: no chat template: using plain transcript format" in err  # a GPU build says more first
     stats = [ln for ln in err if ln.startswith("TTFT ")]
     assert len(stats) == 1 and "tok/s" in stats[0] and "KV " in stats[0]
     assert r.stdout.strip()
+    clear_cache()  # the same prompt from the same (empty) cache state, not a prefix loaded from disk
     whole = _cli("ask", "What is the capital of France?", "--model", str(model_path), "--max-tokens", "16",
                  "--temperature", "0", "--no-stream")
     assert whole.stdout == r.stdout
