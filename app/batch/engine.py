@@ -37,7 +37,7 @@ from app.batch.types import (
 )
 from app.engine.errors import ContextOverflowError, EngineError
 from app.engine.loader import LoadedModel
-from app.engine.prompt import Msg, chat_format
+from app.engine.prompt import Msg, chat_format, reply_stops
 
 # A step reads the weights once whatever the number of slots, so aggregate
 # tok/s grows with slots until the step turns compute-bound; where that
@@ -137,9 +137,7 @@ class BatchEngine:
             toks = self._built(req)
         else:
             toks = self.to_tokens(req.messages, preamble)
-        # ignore_eos (benchmarks, tests) means "decode exactly max_tokens": the format's stops go too.
-        fmt_stop = () if req.settings.ignore_eos else self.format.stop
-        return toks, tuple(dict.fromkeys((*fmt_stop, *req.settings.stop)))
+        return toks, reply_stops(self.format, tuple(req.settings.stop), req.settings.ignore_eos)
 
     def to_tokens(self, messages: list[Msg], preamble: bool = True) -> list[int]:
         """Render messages in this engine's prompt format and tokenize them."""

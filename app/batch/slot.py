@@ -31,7 +31,7 @@ class Slot:
         self.prompt = prompt
         self.settings = settings
         self.vocab = vocab
-        self.sampler = Sampler(settings, n_vocab, vocab, tuple(prompt))
+        self.sampler = Sampler(settings, n_vocab, vocab, prompt)
         self.max_new = min(settings.max_tokens, slot_ctx - len(prompt))
         self.reader = TokenReader(vocab, settings.stop, self.max_new, settings.ignore_eos)
         self.slot_ctx = slot_ctx

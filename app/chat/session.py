@@ -17,7 +17,7 @@ from app.chat.budget import fit_history
 from app.engine.decoder import CancelToken, Decoder, EventSink, common_prefix
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.models import Progress, resolve_model
-from app.engine.prompt import Msg, chat_format
+from app.engine.prompt import Msg, chat_format, reply_stops
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
@@ -99,9 +99,7 @@ class ChatEngine:
         shared = self.shared_prefix(system, preamble) if self.decoder.prompt_cache else None
         fit = fit_history(system, history, user_text, settings.max_tokens, self.n_ctx,
                           lambda msgs: self.prompt_tokens(msgs, preamble))
-        # ignore_eos (benchmarks) means "decode exactly max_tokens": the format's stops go too.
-        fmt_stop = () if settings.ignore_eos else self.format.stop
-        stop = tuple(dict.fromkeys((*fmt_stop, *settings.stop)))
+        stop = reply_stops(self.format, tuple(settings.stop), settings.ignore_eos)
         run = GenerationSettings(**{**settings.__dict__, "stop": stop})
         done = self.decoder.generate(fit.tokens, run, on_event, cancel, shared_prefix=shared)
         done.stats.dropped_messages = len(fit.dropped)

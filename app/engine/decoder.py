@@ -235,7 +235,7 @@ class Decoder:
         self._prefill(turn)
         p1 = self._perf.snapshot()
         reader = TokenReader(self.vocab, settings.stop, max_new, settings.ignore_eos, strip_leading)
-        self._decode_loop(turn, reader, Sampler(settings, self.n_vocab, self.vocab, tuple(prompt)))
+        self._decode_loop(turn, reader, Sampler(settings, self.n_vocab, self.vocab, prompt))
         self._flush(turn, reader)
         done = Finished("".join(turn.parts), self._stats(turn, reader.generated, p0, p1),
                         tuple(reader.tokens))

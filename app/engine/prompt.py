@@ -105,6 +105,15 @@ class TemplateFormat:
 PromptFormat = TranscriptFormat | TemplateFormat
 
 
+def reply_stops(fmt: PromptFormat, own: tuple[str, ...], ignore_eos: bool) -> tuple[str, ...]:
+    """The stop strings of one reply: the format's, then the request's own.
+
+    ignore_eos (benchmarks, tests) means "decode exactly max_tokens", so the
+    format's stops go too; the chat and the batch engine both ask here.
+    """
+    return tuple(dict.fromkeys((*(() if ignore_eos else fmt.stop), *own)))
+
+
 def chat_format(model: LoadedModel) -> tuple[PromptFormat, str | None]:
     """The model's prompt format and the notice to show once (None for a template).
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import llama_cpp
@@ -115,7 +116,7 @@ class Sampler:
     it, as llama-server does, so copying an earlier turn counts as repeating.
     """
 
-    def __init__(self, s: GenerationSettings, n_vocab: int, vocab=None, seen: tuple[int, ...] = ()):
+    def __init__(self, s: GenerationSettings, n_vocab: int, vocab=None, seen: Sequence[int] = ()):
         self.seed = s.seed if s.seed is not None and s.seed >= 0 else random.randrange(SEED_MAX + 1)
         params = llama_cpp.llama_sampler_chain_default_params()
         self.chain = llama_cpp.llama_sampler_chain_init(params)
@@ -146,7 +147,11 @@ class Sampler:
             add(llama_cpp.llama_sampler_init_temp(s.temperature))
             add(llama_cpp.llama_sampler_init_dist(self.seed))
         if (penalize or dry) and s.penalize_prompt:
-            for tok in seen:
+            # Only what they can look back at: the penalty keeps the last
+            # PENALTY_WINDOW tokens, DRY its own window (or all of it with -1).
+            back = len(seen) if dry and s.dry_last_n < 0 else max(
+                PENALTY_WINDOW if penalize else 0, s.dry_last_n if dry else 0)
+            for tok in seen[len(seen) - min(back, len(seen)):]:
                 llama_cpp.llama_sampler_accept(self.chain, tok)
 
     def sample(self, ctx) -> int:

@@ -30,20 +30,24 @@ print("done")
 """
 
 
-def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
-    n = 150
-    with Store.open() as s:
-        shared = s.create_conversation(title="shared")
+def race(script: str, args: list[str], tmp_path: Path) -> None:
+    """Run `script` as two processes ("window" and "cli") released at the same instant."""
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, name, str(shared), str(n), str(go)],
+    procs = [subprocess.Popen([sys.executable, "-c", script, name, *args, str(go)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in ("window", "cli")]
     time.sleep(0.5)
     go.touch()
     for p in procs:
         out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-        assert out.strip() == "done"
+        assert p.returncode == 0 and out.strip() == "done", err
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
+    n = 150
+    with Store.open() as s:
+        shared = s.create_conversation(title="shared")
+    race(WRITER, [str(shared), str(n)], tmp_path)
     with Store.open() as s:
         convs = {c.title: c for c in s.list_conversations()}
         assert convs["shared"].message_count == 2 * n
@@ -76,15 +80,7 @@ def test_first_writes_of_turns_from_two_processes_are_each_whole(tmp_path: Path)
     question and its reply row, never one without the other."""
     n = 60
     Store.open().close()
-    go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", TURNS, name, str(n), str(go)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for name in ("window", "cli")]
-    time.sleep(0.5)
-    go.touch()
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0 and out.strip() == "done", err
+    race(TURNS, [str(n)], tmp_path)
     # Read the rows as the writers left them: opening a Store would already recover
     # (remove) their empty "generating" replies, whose writers have exited.
     conn = sqlite3.connect(f"file:{default_path()}?mode=ro", uri=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sqlite3
 
 import pytest
 
@@ -13,6 +12,7 @@ from app.chat.errors import TranscriptError
 from app.chat.records import INTERRUPTED
 from app.chat.store import Store
 from app.engine.stats import ReplyStats
+from tests.store_rows import row_counts
 
 STATS = ReplyStats(ttft_s=0.5, prefill_tokens=10, cached_tokens=0, prefill_s=0.01, prefill_tok_s=1000.0,
                    decode_tokens=5, decode_s=0.05, decode_tok_s=100.0, total_s=0.6, kv_used=15, n_ctx=512,
@@ -114,13 +114,14 @@ BREAKS = ["version", "format", "no conversation", "title type", "messages type",
           "last message broken"]
 
 
-def db_rows(path) -> tuple[int, int]:
-    conn = sqlite3.connect(path)
-    try:
-        return (conn.execute("SELECT count(*) FROM conversations").fetchone()[0],
-                conn.execute("SELECT count(*) FROM messages").fetchone()[0])
-    finally:
-        conn.close()
+def refused(bad) -> str:
+    """Import `bad`, which must fail with one TranscriptError and write nothing; its message."""
+    with Store.open() as s:
+        before = row_counts(s.path)
+        with pytest.raises(TranscriptError) as exc:
+            s.import_conversation(transcript.load(bad))
+        assert row_counts(s.path) == before
+    return str(exc.value)
 
 
 @pytest.mark.parametrize("how", BREAKS)
@@ -128,12 +129,7 @@ def test_malformed_transcript_is_refused_and_writes_nothing(saved, tmp_path, how
     _, path = saved
     bad = tmp_path / f"bad-{how.replace(' ', '-')}.json"
     bad.write_text(json.dumps(_break(json.loads(path.read_text("utf-8")), how)))
-    with Store.open() as s:
-        before = db_rows(s.path)
-        with pytest.raises(TranscriptError) as exc:
-            s.import_conversation(transcript.load(bad))
-        assert db_rows(s.path) == before
-    msg = str(exc.value)
+    msg = refused(bad)
     assert str(bad) in msg and "\n" not in msg
 
 
@@ -199,12 +195,7 @@ def _set(field: str, value, message: int | None = None):
 def test_timestamps_out_of_range_are_refused_naming_the_field(saved, tmp_path, field, message, value, why):
     _, path = saved
     bad = _with(path, tmp_path, "bad", _set(field, value, message))
-    with Store.open() as s:
-        before = db_rows(s.path)
-        with pytest.raises(TranscriptError) as exc:
-            s.import_conversation(transcript.load(bad))
-        assert db_rows(s.path) == before
-    msg = str(exc.value)
+    msg = refused(bad)
     where = f"messages[{message}].{field}" if message is not None else f"conversation.{field}"
     assert str(bad) in msg and where in msg and why in msg and "\n" not in msg
 
@@ -230,12 +221,7 @@ def test_lone_surrogates_are_refused_naming_the_field(saved, tmp_path, name, cha
     _, path = saved
     bad = _with(path, tmp_path, name.replace(" ", "-"), change)
     assert "\\ud" in bad.read_text("utf-8")  # an escaped half of a pair: valid JSON, not storable
-    with Store.open() as s:
-        before = db_rows(s.path)
-        with pytest.raises(TranscriptError) as exc:
-            s.import_conversation(transcript.load(bad))
-        assert db_rows(s.path) == before
-    msg = str(exc.value)
+    msg = refused(bad)
     assert str(bad) in msg and where in msg and "not valid UTF-8 text" in msg and "\n" not in msg
     msg.encode("utf-8")  # the message itself is printable
 

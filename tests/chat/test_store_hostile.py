@@ -29,6 +29,7 @@ from app.chat import migrations
 from app.chat.errors import ConversationNotFound, StoreError, StoreVersionError
 from app.chat.store import DB_NAME, Store, default_path
 from app.chat.store_base import MAX_ID
+from tests.store_rows import row_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
@@ -244,22 +245,24 @@ def test_immutable_folder_even_for_root(reachable):
     assert_read_only_history(ids, reachable, "is read-only", nobody=False)
 
 
+def on_tmpfs(folder, tmp_path, size: str) -> None:
+    """Move the history folder's files onto a fresh tmpfs of `size` mounted over it."""
+    keep = tmp_path / "copy"
+    shutil.copytree(folder, keep)
+    try_root_tool("mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder))
+    shutil.copytree(keep, folder, dirs_exist_ok=True)
+
+
 def test_read_only_mount(reachable, tmp_path):
     ids = seed()
-    keep = tmp_path / "copy"
-    shutil.copytree(reachable, keep)
-    try_root_tool("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(reachable))
-    shutil.copytree(keep, reachable, dirs_exist_ok=True)
+    on_tmpfs(reachable, tmp_path, "4m")
     try_root_tool("mount", "-o", "remount,ro", str(reachable))
     assert_read_only_history(ids, reachable, "mounted read-only", nobody=False)
 
 
 def test_full_disk_reads_but_does_not_save(reachable, tmp_path):
     ids = seed()
-    keep = tmp_path / "copy"
-    shutil.copytree(reachable, keep)
-    try_root_tool("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(reachable))
-    shutil.copytree(keep, reachable, dirs_exist_ok=True)
+    on_tmpfs(reachable, tmp_path, "1m")
     with open(reachable / "filler", "wb", buffering=0) as f:
         try:
             while True:
@@ -309,24 +312,15 @@ with Store.open() as s:
 """
 
 
-def count_rows(path: Path) -> tuple[int, int]:
-    conn = sqlite3.connect(path)
-    try:
-        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                     for t in ("conversations", "messages"))
-    finally:
-        conn.close()
-
-
 def test_first_write_of_a_turn_on_a_full_disk_leaves_no_orphan():
     (cid,) = seed(1)
-    before = count_rows(default_path())
+    before = row_counts(default_path())
     r = subprocess.run([sys.executable, "-c", FULL_FILE, str(cid)], cwd=ROOT, capture_output=True, text=True,
                        timeout=120, preexec_fn=lambda: signal.signal(signal.SIGXFSZ, signal.SIG_IGN))
     assert r.returncode == 0, r.stderr
     refused = r.stdout.strip().splitlines()
     assert len(refused) == 2 and all(line.startswith("refused: ") for line in refused), r.stdout
-    assert count_rows(default_path()) == before
+    assert row_counts(default_path()) == before
     with Store.open() as s:
         assert s.get_conversation(cid).system_prompt == "sys"
 
@@ -334,7 +328,7 @@ def test_first_write_of_a_turn_on_a_full_disk_leaves_no_orphan():
 def test_text_that_is_not_utf8_is_refused_in_one_line_and_writes_nothing():
     (cid,) = seed(1)
     bad = "hi \udcff"  # what Python makes of the byte 0xff in argv
-    before = count_rows(default_path())
+    before = row_counts(default_path())
     with Store.open() as s:
         for conv in (None, cid):
             with pytest.raises(StoreError, match="the message is not valid UTF-8 text") as exc:
@@ -347,7 +341,7 @@ def test_text_that_is_not_utf8_is_refused_in_one_line_and_writes_nothing():
             with pytest.raises(StoreError, match="not valid UTF-8") as exc:
                 write()
             assert "\n" not in str(exc.value) and not isinstance(exc.value, UnicodeError)
-    assert count_rows(default_path()) == before
+    assert row_counts(default_path()) == before
 
 
 def test_begin_turn_writes_the_conversation_question_and_reply_together():

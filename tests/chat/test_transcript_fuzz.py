@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sqlite3
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -24,6 +23,7 @@ from app.chat.records import COMPLETE, GENERATING, INTERRUPTED, Conversation, St
 from app.chat.store import Store
 from app.cli import main
 from app.engine.stats import ReplyStats
+from tests.store_rows import row_counts
 
 STATS = ReplyStats(ttft_s=0.5, prefill_tokens=10, cached_tokens=0, prefill_s=0.01, prefill_tok_s=1000.0,
                    decode_tokens=5, decode_s=0.05, decode_tok_s=100.0, total_s=0.6, kv_used=15, n_ctx=512,
@@ -96,15 +96,6 @@ def documents(draw) -> bytes:
     return raw
 
 
-def rows(path) -> tuple[int, int]:
-    conn = sqlite3.connect(path)
-    try:
-        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                     for t in ("conversations", "messages"))
-    finally:
-        conn.close()
-
-
 def comparable(conv: Conversation) -> dict:
     doc = transcript.to_document(conv)
     doc.pop("exported_at")
@@ -123,7 +114,7 @@ def test_any_document_imports_whole_or_not_at_all(tmp_path, capsys, raw):
     path.write_bytes(raw)
     with Store.open() as s:
         db = s.path
-    before = rows(db)
+    before = row_counts(db)
     try:
         conv = transcript.load(path)
     except TranscriptError as e:
@@ -131,13 +122,13 @@ def test_any_document_imports_whole_or_not_at_all(tmp_path, capsys, raw):
         event(f"refused: {msg[len(str(path)) + 2:][:30]}")
         assert "\n" not in msg and msg.startswith(str(path)), msg
         msg.encode("utf-8")  # printable: no lone surrogate in the message itself
-        assert rows(db) == before
+        assert row_counts(db) == before
         return
     event("imported")
     with Store.open() as s:
         cid = s.import_conversation(conv)
         back = s.get_conversation(cid)
-    assert rows(db) == (before[0] + 1, before[1] + len(conv.messages))
+    assert row_counts(db) == (before[0] + 1, before[1] + len(conv.messages))
     assert comparable(back) == comparable(conv)
     capsys.readouterr()
     assert main(["list", "--json"]) == 0
