@@ -36,18 +36,24 @@ def _wait_lines(out, n, proc, timeout=120):
     raise AssertionError("no results in time")
 
 
+def _interrupted(model_path, tmp_path, after: int, sig):
+    """A real `llamadesk batch` over PROMPTS, sent `sig` once `after` results are written."""
+    inp, out = tmp_path / "prompts.txt", tmp_path / "out.jsonl"
+    inp.write_text("\n".join(PROMPTS) + "\n")
+    p = _start(model_path, inp, out)
+    _wait_lines(out, after, p)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    return inp, out, p, err
+
+
 def _ids(out):
     return [json.loads(line)["custom_id"] for line in out.read_text().splitlines()]
 
 
 @pytest.mark.slow
 def test_killed_run_resumes_and_every_request_is_answered_exactly_once(model_path, tmp_path):
-    inp, out = tmp_path / "prompts.txt", tmp_path / "out.jsonl"
-    inp.write_text("\n".join(PROMPTS) + "\n")
-    p = _start(model_path, inp, out)
-    _wait_lines(out, 2, p)
-    p.send_signal(signal.SIGKILL)
-    p.communicate(timeout=30)
+    inp, out, p, _ = _interrupted(model_path, tmp_path, 2, signal.SIGKILL)
     assert p.returncode == -signal.SIGKILL
     first = _ids(out)
     assert 2 <= len(first) < len(PROMPTS)
@@ -61,12 +67,7 @@ def test_killed_run_resumes_and_every_request_is_answered_exactly_once(model_pat
 
 
 def test_ctrl_c_stops_cleanly_keeping_finished_results(model_path, tmp_path):
-    inp, out = tmp_path / "prompts.txt", tmp_path / "out.jsonl"
-    inp.write_text("\n".join(PROMPTS) + "\n")
-    p = _start(model_path, inp, out)
-    _wait_lines(out, 1, p)
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=60)
+    _, out, p, err = _interrupted(model_path, tmp_path, 1, signal.SIGINT)
     assert p.returncode == 130, err
     assert "Traceback" not in err and "run the same command to resume" in err
     recs = [json.loads(line) for line in out.read_text().splitlines()]  # every line is whole
