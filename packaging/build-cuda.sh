@@ -54,36 +54,11 @@ command -v cmake >/dev/null || "$py" -c 'import cmake' 2>/dev/null \
 command -v c++ >/dev/null || fail "no C++ compiler (c++) found: apt-get install g++"
 echo "build-cuda.sh: llama-cpp-python $version, CUDA $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm $arch, $jobs jobs"
 
-# cuBLAS: the toolkit's own, else the nvidia-cublas wheel unpacked under build/cuda.
+# One toolkit folder with cuBLAS in it (packaging/cuda-toolkit.sh).
 work=build/cuda
 mkdir -p "$work" "$out"
-cublas_inc="" cublas_lib=""
-if [ -f "$toolkit/include/cublas_v2.h" ] && ls "$toolkit"/lib64/libcublas.so* >/dev/null 2>&1; then
-  cublas_inc="$toolkit/include" cublas_lib="$toolkit/lib64"
-else
-  if [ ! -d "$work/cublas/nvidia" ]; then
-    "$py" -m pip install --quiet --target "$work/cublas" nvidia-cublas \
-      || fail "cuBLAS is not in the toolkit and 'pip install nvidia-cublas' failed"
-  fi
-  cublas_inc=$(dirname "$(find "$work/cublas/nvidia" -name cublas_v2.h | head -n 1)")
-  cublas_lib=$(dirname "$(find "$work/cublas/nvidia" -name 'libcublas.so*' | head -n 1)")
-  [ -d "$cublas_inc" ] && [ -d "$cublas_lib" ] || fail "the nvidia-cublas wheel has no headers or libraries"
-fi
-
-# One toolkit folder with cuBLAS in it. A copy, not symlinks: CMake finds the
-# toolkit from where nvcc really is, so nvcc itself must live in this folder
-# (hard links where the file system allows, so the copy costs no space).
-root="$work/toolkit"
-rm -rf "$root"
-cp -al "$(readlink -f "$toolkit")" "$root" 2>/dev/null || cp -a "$(readlink -f "$toolkit")" "$root"
-libdir="$root/lib64"
-[ -d "$libdir" ] || libdir="$root/lib"
-cp -a "$cublas_inc"/. "$root/include/"
-cp -a "$cublas_lib"/. "$libdir/"
-for lib in cublas cublasLt; do  # the wheel ships only the versioned names
-  [ -e "$libdir/lib$lib.so" ] || ln -s "$(basename "$(ls "$libdir"/lib$lib.so.* | head -n 1)")" "$libdir/lib$lib.so"
-done
-root=$(cd "$root" && pwd)
+. packaging/cuda-toolkit.sh
+toolkit_with_cublas "$toolkit" "$work" "$py"
 
 t0=$(date +%s)
 export CUDAToolkit_ROOT="$root" CUDACXX="$root/bin/nvcc" CMAKE_BUILD_PARALLEL_LEVEL="$jobs"
