@@ -60,9 +60,11 @@ def setup_logging() -> None:
     root.setLevel(logging.INFO)
 
 
-def fail(message: str) -> int:
+def fail(message: str, code: int = 2) -> int:
+    """2 for what the user must fix (arguments, files, configuration); 1 for what a
+    remote server or the network did (a LlamaDeskError's exit_code says which)."""
     print(f"llamadesk: error: {message}", file=sys.stderr)
-    return 2
+    return code
 
 
 # Arguments that name files. A POSIX file name is bytes, and the surrogate
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             return quiet_exit_on_closed_stdout()
         return fail(f"{e.filename}: the reader closed it" if e.filename else "the reader closed the pipe")
     except LlamaDeskError as e:
-        return fail(str(e))
+        return fail(str(e), getattr(e, "exit_code", 2))
     except OSError as e:  # "[Errno 13] Permission denied: 'x'" reads worse than "x: permission denied"
         if e.filename and e.strerror:
             return fail(f"{e.filename}: {e.strerror.lower()}")

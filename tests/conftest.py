@@ -45,6 +45,22 @@ def engine(model_path):
     eng.close()
 
 
+@pytest.fixture(scope="session")
+def llama_server(model_path):
+    """llama.cpp's llama-server on the bundled model (tests/remote/servers.py): 8 slots of
+    2048 tokens each, shared by the remote-engine tests of the CLI, the engine and the window."""
+    from tests.remote.servers import start_llama_server
+
+    srv = start_llama_server(model_path, slots=8, ctx=16384)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server_v1(llama_server) -> str:
+    return llama_server.base + "/v1"
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_threads():
     """Fail a test that leaves a non-daemon thread running (a hung quit, a stray worker)."""
@@ -90,7 +106,8 @@ def pytest_collection_modifyitems(items):
     spawners: dict = {}
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
-        if names & {"model_path", "engine", "model", "make_window"}:
+        if names & {"model_path", "engine", "model", "make_window", "llama_server", "llama_server_v1",
+                    "py_server"}:
             item.add_marker(pytest.mark.model)
         if names & {"qtbot", "qapp", "make_window"}:
             item.add_marker(pytest.mark.gui)

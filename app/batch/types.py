@@ -43,8 +43,8 @@ class BatchRequest:
 class BatchStats:
     """One request's measured record; stamps are seconds since the engine's t0."""
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: int | None = 0  # None: a remote server did not report it
+    completion_tokens: int | None = 0
     stop_reason: str = "stop"  # stop / length / cancelled / error
     slot: int | None = None
     online: bool = False

@@ -83,7 +83,7 @@ class BatchJob:
                 summary.errors += 1
             else:
                 summary.ok += 1
-            summary.generated += r.stats.completion_tokens
+            summary.generated += r.stats.completion_tokens or 0
         queued = sum(1 for it in self.todo if it.request is not None)
         summary.not_started = queued - len(results)
         return summary

@@ -127,7 +127,8 @@ def output_record(res: BatchResult, model_name: str) -> dict:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": res.text},
                          "finish_reason": "length" if st.stop_reason == "length" else "stop"}],
             "usage": {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.completion_tokens,
-                      "total_tokens": st.prompt_tokens + st.completion_tokens},
+                      "total_tokens": (None if st.prompt_tokens is None or st.completion_tokens is None
+                                       else st.prompt_tokens + st.completion_tokens)},
         }
         rec["response"] = {"status_code": 200, "request_id": body["id"], "body": body}
         rec["error"] = None

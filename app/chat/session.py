@@ -56,6 +56,11 @@ class ChatEngine:
                 "quantization": h.quantization, "parameters": h.parameters or None, "size": h.size}
 
     @property
+    def report(self):
+        """Where the model runs (LoadReport): what `ask` and the model bar print."""
+        return self.model.report
+
+    @property
     def n_ctx(self) -> int:
         return self.decoder.n_ctx
 

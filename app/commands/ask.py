@@ -16,10 +16,20 @@ import threading
 from app.chat.recorder import TurnRecorder, record_turn
 from app.chat.session import ChatEngine, Reply
 from app.chat.store import Store
-from app.commands.common import add_model_args, add_sampling_args, load_options, note, sampling
+from app.commands.common import (
+    add_endpoint_args,
+    add_model_args,
+    add_sampling_args,
+    endpoint_from_args,
+    load_options,
+    note,
+    sampling,
+)
 from app.engine.decoder import CancelToken
 from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
+from app.remote.endpoint import Endpoint
+from app.remote.errors import RemoteError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -34,6 +44,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="continue conversation ID (see `llamadesk list`) with its history and system prompt")
     p.add_argument("--no-save", action="store_true", help="do not record this exchange in the history")
     add_model_args(p)
+    add_endpoint_args(p)
     add_sampling_args(p)
     return p
 
@@ -72,30 +83,40 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     settings = sampling(args)
+    endpoint = endpoint_from_args(args)  # a bad URL or key is refused before anything opens
     store = None
     if not args.no_save or args.continue_id is not None:
         store = Store.open()  # before the model: a history problem is reported in no time
         if store.notice:
             note(store.notice)
     try:
-        return _ask(args, settings, store)
+        return _ask(args, settings, store, endpoint)
     finally:
         if store is not None:
             store.close()
 
 
-def _ask(args: argparse.Namespace, settings, store: Store | None) -> int:
+def open_engine(args: argparse.Namespace, endpoint: Endpoint | None):
+    """The local model, or the remote server's, behind the same interface."""
+    if endpoint is None:
+        return ChatEngine.open(args.model, load_options(args))
+    from app.chat.remote_session import RemoteChatEngine  # the HTTP stack only when it is used
+
+    return RemoteChatEngine(endpoint, args.remote_model, notice=note, prompt_format=args.remote_format)
+
+
+def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endpoint | None) -> int:
     history, system = [], args.system
     if args.continue_id is not None:
         conv = store.get_conversation(args.continue_id)  # fails early for a wrong id
         history = conv.history()[0]
         system = conv.system_prompt if system is None else system
-    engine = ChatEngine.open(args.model, load_options(args))
+    engine = open_engine(args, endpoint)
     try:
-        report = engine.model.report
+        report = engine.report
         if report.fallback:
             note(report.fallback)
-        elif report.backend != "CPU":  # a GPU build: where it ran is news either way
+        elif report.backend != "CPU":  # a GPU build or a server: where it ran is news either way
             note(f"runs on {report.runs_on}")
         if engine.notice and not args.json:
             note(engine.notice)
@@ -132,6 +153,8 @@ def _ask(args: argparse.Namespace, settings, store: Store | None) -> int:
                 note(f"saved as conversation {conv_id} (continue it with --continue {conv_id})")
         if reply.stats.error is not None:
             # The text so far was shown and is kept (interrupted); the failure is one line.
+            if endpoint is not None:
+                raise RemoteError(endpoint.base_url, f"the reply stopped: {reply.stats.error}")
             raise GenerationError(f"the reply stopped: {reply.stats.error}")
         return 0
     finally:

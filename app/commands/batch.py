@@ -16,9 +16,20 @@ from app.batch.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
 from app.batch.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, ONLINE_RESERVE, BatchEngine
 from app.batch.types import BatchProgress
 from app.batchfile.job import BatchJob, JobSummary
-from app.commands.common import add_model_args, add_sampling_args, check_range, load_options, note, sampling
+from app.commands.common import (
+    add_endpoint_args,
+    add_model_args,
+    add_sampling_args,
+    check_range,
+    endpoint_from_args,
+    load_options,
+    note,
+    sampling,
+)
+from app.remote.endpoint import Endpoint
 
 MAX_PARALLEL = MAX_SEQ - ONLINE_RESERVE  # one sequence stays free for chat turns
+MAX_REMOTE_PARALLEL = 256  # app.remote.batch's bound: more in flight only queues on the server
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -31,9 +42,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("input", metavar="INPUT", help="requests: .jsonl (OpenAI Batch format) or text")
     p.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl", help="results (appended)")
     p.add_argument("--parallel", type=int, default=DEFAULT_SLOTS, metavar="N",
-                   help=f"sequences decoded together, 1 to {MAX_PARALLEL} (default {DEFAULT_SLOTS})")
+                   help=f"sequences decoded together, 1 to {MAX_PARALLEL} (default {DEFAULT_SLOTS}); with "
+                        f"--endpoint, requests in flight at once, 1 to {MAX_REMOTE_PARALLEL}")
     p.add_argument("--quiet", action="store_true", help="no progress line, only the summary")
     add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot")
+    add_endpoint_args(p)
     add_sampling_args(p, max_tokens=256)
     return p
 
@@ -105,13 +118,19 @@ def run(args: argparse.Namespace) -> int:
     from app.engine.loader import load_model
     from app.engine.models import resolve_model
 
-    check_slots(args)
+    endpoint = endpoint_from_args(args)
+    if endpoint is not None:
+        check_range("--parallel", args.parallel, 1, MAX_REMOTE_PARALLEL)
+    else:
+        check_slots(args)
     defaults = sampling(args)
     opts = load_options(args)
     job = BatchJob(args.input, args.output, defaults)  # bad input: one line, exit 2, before loading
     if not job.todo:
         note(f"all {len(job.items)} requests are already in {args.output}; nothing to do")
         return 0
+    if endpoint is not None:
+        return _run_remote(args, job, endpoint)
     slot_ctx, opts.n_ctx = opts.n_ctx, 256  # the chat context is unused here: keep it small
     path = resolve_model(args.model)
     check_model_ctx(args, path)
@@ -122,23 +141,41 @@ def run(args: argparse.Namespace) -> int:
         engine = BatchEngine(model, args.parallel, slot_ctx)
         if engine.notice:
             note(engine.notice)
-        pre_errors = sum(1 for it in job.todo if it.error is not None)
-        progress = None if args.quiet else _ProgressLine(pre_errors, pre_errors)
-        box, interrupted = _decode_on_worker(job, engine, model.header.name or model.report.model_path,
-                                             progress)
-        if progress:
-            progress.end()
-        engine.free()
-        if "error" in box:
-            raise box["error"]
-        s: JobSummary = box["summary"]
-        print(_summary(s, args), file=sys.stderr)
-        if interrupted:
-            note(f"interrupted: finished results are in {args.output}; run the same command to resume")
-            return 130
-        return 0
+        return _finish(job, engine, model.header.name or model.report.model_path, args)
     finally:
         model.close()
+
+
+def _run_remote(args: argparse.Namespace, job: BatchJob, endpoint: Endpoint) -> int:
+    """The same job, journal and summary, with the server doing the batching."""
+    from app.chat.remote_session import RemoteChatEngine
+    from app.remote.batch import RemoteBatchEngine
+
+    chat = RemoteChatEngine(endpoint, args.remote_model, notice=note, prompt_format=args.remote_format)
+    try:
+        note(f"runs on {chat.report.runs_on}, {args.parallel} requests at a time")
+        engine = RemoteBatchEngine(chat.http, endpoint, chat.info, chat.remote_model.id, args.parallel,
+                                   args.remote_format)
+        return _finish(job, engine, chat.remote_model.id, args)
+    finally:
+        chat.close()
+
+
+def _finish(job: BatchJob, engine, model_name: str, args: argparse.Namespace) -> int:
+    pre_errors = sum(1 for it in job.todo if it.error is not None)
+    progress = None if args.quiet else _ProgressLine(pre_errors, pre_errors)
+    box, interrupted = _decode_on_worker(job, engine, model_name, progress)
+    if progress:
+        progress.end()
+    engine.free()
+    if "error" in box:
+        raise box["error"]
+    s: JobSummary = box["summary"]
+    print(_summary(s, args), file=sys.stderr)
+    if interrupted:
+        note(f"interrupted: finished results are in {args.output}; run the same command to resume")
+        return 130
+    return 0
 
 
 def _decode_on_worker(job: BatchJob, engine: BatchEngine, model_name: str,

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from app.commands.common import add_model_args, load_options
+from app.commands.common import add_endpoint_args, add_model_args, endpoint_from_args, load_options
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -35,6 +35,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                            "rounds; a private cache folder); print cold_start_ttft_ratio")
     p.add_argument("--messages", type=int, default=10_000, metavar="N", help="with --store (default 10000)")
     add_model_args(p)
+    add_endpoint_args(p)  # --endpoint: the remote server's TTFT, decode and throughput at 1, 4, 8 at once
     return p
 
 
@@ -53,6 +54,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> dict:
     """The one benchmark the (mutually exclusive) mode flags chose."""
+    endpoint = endpoint_from_args(args)
+    if endpoint is not None:
+        if args.store or args.batch or args.quality or args.cold_start or args.gui:
+            raise ValueError("--endpoint measures the server on its own: give no other benchmark mode")
+        from app.bench.remote import run_remote_bench
+
+        return run_remote_bench(endpoint, args.remote_model, args.remote_format, args.tokens, args.rounds)
     if args.store:
         from app.bench.store import run as run_store_bench
 

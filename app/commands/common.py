@@ -8,6 +8,9 @@ import sys
 
 from app.engine.loader import LoadOptions
 from app.engine.sampling import GenerationSettings
+from app.remote.endpoint import DEFAULT_STALL_S, Endpoint
+from app.remote.errors import EndpointConfigError
+from app.remote.keys import key_from_env, key_from_keyring
 
 
 def add_model_args(p: argparse.ArgumentParser, ctx: int = 4096, ctx_help: str = "context length") -> None:
@@ -18,6 +21,37 @@ def add_model_args(p: argparse.ArgumentParser, ctx: int = 4096, ctx_help: str = 
                    help="layers to offload to the GPU; -1 = all, 0 = CPU only (default -1)")
     g.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: all cores)")
     g.add_argument("--flash-attn", action="store_true", help="use flash attention")
+
+
+def add_endpoint_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("remote engine (an OpenAI-compatible server instead of a local model)")
+    g.add_argument("--endpoint", metavar="URL",
+                   help="the server's OpenAI base URL, e.g. http://127.0.0.1:8080/v1 (llama-server, vLLM, "
+                        "Ollama, ...); nothing leaves this machine without it")
+    g.add_argument("--remote-model", metavar="NAME", help="model id on the server (default: its only one)")
+    g.add_argument("--api-key-env", metavar="VAR",
+                   help="environment variable holding the API key (default: the keyring's, if one was saved)")
+    g.add_argument("--remote-format", choices=("chat", "transcript"), default="chat",
+                   help="chat: messages to /chat/completions, the server applies the model's template "
+                        "(default); transcript: LlamaDesk's plain transcript to /completions, for a base "
+                        "model without a chat template")
+    g.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_S, metavar="S",
+                   help=f"give up when the server sends nothing for S seconds (default {DEFAULT_STALL_S:g})")
+
+
+def endpoint_from_args(args: argparse.Namespace) -> Endpoint | None:
+    """The endpoint the flags name, or None for the local engine; the key never from a flag,
+    so it stays out of shell history and the process list."""
+    if args.endpoint is None:
+        for flag in ("remote_model", "api_key_env"):
+            if getattr(args, flag, None) is not None:
+                raise EndpointConfigError(f"--{flag.replace('_', '-')} needs --endpoint")
+        return None
+    if getattr(args, "model", None) is not None:
+        raise EndpointConfigError("--model and --endpoint name two different engines: give one")
+    ep = Endpoint.parse(args.endpoint, stall_s=args.stall_timeout)
+    key = key_from_env(args.api_key_env) if args.api_key_env else key_from_keyring(ep.base_url)
+    return Endpoint.parse(args.endpoint, key, args.stall_timeout)
 
 
 def add_sampling_args(p: argparse.ArgumentParser, max_tokens: int = 512) -> None:

@@ -1,0 +1,110 @@
+"""A chat answered by a remote OpenAI-compatible server, behind ChatEngine's interface.
+
+The window, `ask` and the recorder call `reply()` and `identity()` on it as
+on a local ChatEngine. The server applies its own chat template, so the
+history goes as messages, not as a rendered prompt; the server keeps its
+own prompt cache (llama-server and vLLM reuse a shared prefix by
+themselves), and reports what it reused in `cached_tokens`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.chat.session import Reply
+from app.engine.decoder import CancelToken, EventSink
+from app.engine.prompt import Msg, TranscriptFormat, reply_stops
+from app.engine.sampling import GenerationSettings
+from app.remote import http as remote_http
+from app.remote.endpoint import Endpoint
+from app.remote.errors import EndpointConfigError
+from app.remote.server import ServerInfo, probe
+from app.remote.stream import chat_body, completion_body, stream_reply
+
+FORMATS = ("chat", "transcript")
+
+
+@dataclass
+class RemoteReport:
+    """What the model bar and `ask` say about where a remote reply runs."""
+
+    model_path: str  # the server's model id
+    kind: str
+    host: str
+    n_ctx: int | None
+    version: str | None = None
+    backend: str = "remote"
+    fallback: str | None = None
+
+    @property
+    def runs_on(self) -> str:
+        ctx = f" · ctx {self.n_ctx}" if self.n_ctx else ""
+        name = self.model_path.rsplit("/", 1)[-1]  # llama-server names a model by its file's path
+        return f"remote {self.kind} at {self.host} · model {name}{ctx}"
+
+
+class RemoteChatEngine:
+    def __init__(self, endpoint: Endpoint, model: str | None = None, notice=None,
+                 prompt_format: str = "chat"):
+        """Probe the server and pick the model (`model` None: the server's only one).
+
+        `prompt_format` "transcript" renders LlamaDesk's plain transcript and
+        sends it to /completions: for a base model without a chat template,
+        which a server's chat endpoint would wrap in a template it never saw.
+        Raises RemoteError when the server cannot be reached or is not an
+        OpenAI server, EndpointConfigError when the model is not there."""
+        if prompt_format not in FORMATS:
+            raise EndpointConfigError(f"the prompt format must be chat or transcript, not {prompt_format!r}")
+        self.endpoint = endpoint
+        self.prompt_format = prompt_format
+        self.format = TranscriptFormat() if prompt_format == "transcript" else None
+        self.http = remote_http.client(endpoint)
+        self.on_notice = notice
+        try:
+            self.info: ServerInfo = probe(self.http, endpoint)
+            self.remote_model = self.info.model(model)
+        except BaseException:
+            self.http.close()
+            raise
+        self.notice = ("no chat template in use: LlamaDesk sends its plain transcript to the server's "
+                       "/completions" if self.format else None)
+        self.report = RemoteReport(self.remote_model.id, self.info.kind, endpoint.host,
+                                   self.n_ctx, self.info.version)
+
+    @property
+    def n_ctx(self) -> int | None:
+        return self.info.n_ctx or self.remote_model.n_ctx
+
+    def identity(self) -> dict:
+        """What a saved conversation records as the model: the server's name for it, and
+        where it ran; never the API key."""
+        label = f"{self.remote_model.id.rsplit('/', 1)[-1]} on {self.info.kind} at {self.endpoint.host}"
+        return {"file": label, "name": self.remote_model.id, "architecture": None, "quantization": None,
+                "parameters": None, "size": None,
+                "remote": {"server": self.info.kind, "base_url": self.endpoint.base_url}}
+
+    def messages(self, history: list[Msg], user_text: str, system: str | None) -> list[dict]:
+        head = [{"role": "system", "content": system}] if system and system.strip() else []
+        return [*head, *({"role": m.role, "content": m.content} for m in history),
+                {"role": "user", "content": user_text}]
+
+    def reply(self, history: list[Msg], user_text: str, settings: GenerationSettings | None = None,
+              system: str | None = None, on_event: EventSink | None = None,
+              cancel: CancelToken | None = None) -> Reply:
+        settings = settings or GenerationSettings()
+        settings.validate()
+        kind, model = self.info.kind, self.remote_model.id
+        if self.format is None:
+            path = "/chat/completions"
+            body = chat_body(kind, model, self.messages(history, user_text, system), settings)
+        else:
+            msgs = [Msg(d["role"], d["content"]) for d in self.messages(history, user_text, system)]
+            stop = reply_stops(self.format, tuple(settings.stop), settings.ignore_eos)
+            path = "/completions"
+            body = completion_body(kind, model, self.format.render(msgs, settings.preamble), settings, stop)
+        text, stats = stream_reply(self.http, self.endpoint, self.info, path, body, on_event, cancel,
+                                   self.on_notice)
+        return Reply(text.strip() if self.format else text, stats)
+
+    def close(self) -> None:
+        self.http.close()

@@ -1,0 +1,101 @@
+"""What kind of server answers, which models it has, and what it tells about itself.
+
+Each server reports different figures (README, "Remote engines"): the probe
+finds out which, once per connection, so the reply path knows where to look
+and every gauge it cannot feed shows "not reported".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx
+
+from app.remote.endpoint import Endpoint
+from app.remote.errors import EndpointConfigError
+from app.remote.http import get_json, try_json
+
+LLAMA_SERVER, VLLM, OLLAMA, OPENAI = "llama-server", "vLLM", "Ollama", "OpenAI-compatible"
+
+
+@dataclass
+class RemoteModel:
+    id: str
+    n_ctx: int | None = None  # the context a request gets, where the server says
+
+
+@dataclass
+class ServerInfo:
+    kind: str
+    models: list[RemoteModel]
+    version: str | None = None
+    n_ctx: int | None = None  # per request (llama-server: one slot's share)
+    slots: int | None = None
+    chat_template: bool | None = None  # None: the server does not say
+    extra: dict = field(default_factory=dict)
+
+    def model(self, name: str | None) -> RemoteModel:
+        """The model to use: the named one, or the server's only one."""
+        if name is None:
+            if len(self.models) == 1:
+                return self.models[0]
+            if not self.models:
+                raise EndpointConfigError("the server lists no models")
+            names = ", ".join(m.id for m in self.models[:8])
+            raise EndpointConfigError(f"the server has {len(self.models)} models; pick one with "
+                                      f"--remote-model ({names}{', …' if len(self.models) > 8 else ''})")
+        for m in self.models:
+            if m.id == name:
+                return m
+        # Ollama also answers to "name" for "name:latest".
+        for m in self.models:
+            if m.id.split(":")[0] == name:
+                return m
+        names = ", ".join(m.id for m in self.models[:8]) or "none"
+        raise EndpointConfigError(f"the server has no model {name!r} (it has: {names})")
+
+
+def _models(body, ep: Endpoint) -> list[RemoteModel]:
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        from app.remote.errors import RemoteError
+
+        raise RemoteError(ep.base_url, "not an OpenAI-compatible server: /models has no 'data' list")
+    out = []
+    for m in data:
+        if isinstance(m, dict) and isinstance(m.get("id"), str):
+            meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+            n_ctx = meta.get("n_ctx") or m.get("max_model_len")  # llama-server / vLLM
+            out.append(RemoteModel(m["id"], n_ctx if isinstance(n_ctx, int) else None))
+    return out
+
+
+def probe(http: httpx.Client, ep: Endpoint) -> ServerInfo:
+    """GET /models (every server has it), then the one extra that names the server."""
+    models = _models(get_json(http, ep, ep.base_url + "/models", "/models"), ep)
+    props = try_json(http, ep.root + "/props")
+    if isinstance(props, dict) and "default_generation_settings" in props:
+        gen = props.get("default_generation_settings") or {}
+        n_ctx = gen.get("n_ctx") if isinstance(gen, dict) else None
+        return ServerInfo(LLAMA_SERVER, models, props.get("build_info"),
+                          n_ctx if isinstance(n_ctx, int) else (models[0].n_ctx if models else None),
+                          props.get("total_slots"), bool(props.get("chat_template")),
+                          {"slots_endpoint": bool(props.get("endpoint_slots")),
+                           "metrics_endpoint": bool(props.get("endpoint_metrics"))})
+    ollama = try_json(http, ep.root + "/api/version")
+    if isinstance(ollama, dict) and "version" in ollama:
+        return ServerInfo(OLLAMA, models, ollama.get("version"))
+    vllm = try_json(http, ep.root + "/version")
+    if isinstance(vllm, dict) and "version" in vllm:
+        n_ctx = models[0].n_ctx if len(models) == 1 else None
+        return ServerInfo(VLLM, models, vllm.get("version"), n_ctx)
+    return ServerInfo(OPENAI, models)
+
+
+def slot_usage(http: httpx.Client, ep: Endpoint) -> dict | None:
+    """llama-server's /slots: the busiest slot's context and token count (the KV bar)."""
+    slots = try_json(http, ep.root + "/slots")
+    if not isinstance(slots, list) or not slots:
+        return None
+    s = max(slots, key=lambda s: s.get("n_prompt_tokens", 0) if isinstance(s, dict) else 0)
+    return s if isinstance(s, dict) else None

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's own tools (llama-server, llama-bench, llama-batched-bench,
+# llama-quantize) from the llama.cpp tree vendored in the llama-cpp-python sdist,
+# so they are the same commit as the engine LlamaDesk runs, and caches them.
+#
+#   packaging/build-llama-tools.sh              build once, then print the cached bin folder
+#   packaging/build-llama-tools.sh --print      print the folder, build nothing (exit 1 if absent)
+#   packaging/build-llama-tools.sh --jobs N     compile jobs (all cores)
+#
+# The tests run llama-server as a real remote engine and llama-bench as the C++
+# ceiling; they find the binaries through LLAMADESK_LLAMA_TOOLS or this cache:
+#   ${XDG_CACHE_HOME:-~/.cache}/llamadesk/llama-tools/<version>-<cpu>/bin
+# keyed by the llama-cpp-python version and a hash of the CPU's feature flags
+# (GGML_NATIVE tunes the binaries to this CPU). The first build takes ~25-30 min
+# on 2 cores; later runs cost nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=$(nproc 2>/dev/null || echo 2) print_only=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --jobs) jobs="$2"; shift 2 ;;
+    --print) print_only=1; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "build-llama-tools.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+fail() { echo "build-llama-tools.sh: $*" >&2; exit 2; }
+
+py=python3
+[ -x .venv/bin/python ] && py=.venv/bin/python
+version=$("$py" -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))' 2>/dev/null) \
+  || fail "llama-cpp-python is not installed for $py: run the README's install command first"
+cpu=$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m) | cksum | cut -d' ' -f1)
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/llamadesk/llama-tools/$version-$cpu"
+tools=(llama-server llama-bench llama-batched-bench llama-quantize)
+
+have_all() { for t in "${tools[@]}"; do [ -x "$cache/bin/$t" ] || return 1; done; }
+if have_all; then echo "$cache/bin"; exit 0; fi
+[ "$print_only" = 1 ] && { echo "build-llama-tools.sh: not built yet: $cache/bin" >&2; exit 1; }
+
+command -v c++ >/dev/null || fail "no C++ compiler (c++) found: apt-get install g++"
+cmake=$(command -v cmake || true)
+if [ -z "$cmake" ]; then
+  "$py" -m pip install -q cmake ninja || fail "CMake is missing and pip could not install it"
+  cmake="$(dirname "$py")/cmake"
+fi
+gen=()
+command -v ninja >/dev/null || [ -x "$(dirname "$py")/ninja" ] && gen=(-G Ninja)
+[ -x "$(dirname "$py")/ninja" ] && export PATH="$(cd "$(dirname "$py")" && pwd):$PATH"
+
+work="$cache.build"
+rm -rf "$work" && mkdir -p "$work"
+echo "build-llama-tools.sh: llama.cpp from llama-cpp-python $version, ${tools[*]}, $jobs jobs" >&2
+"$py" -m pip download -q --no-deps --no-binary :all: -d "$work" "llama-cpp-python==$version" >&2 \
+  || fail "could not fetch the llama-cpp-python $version sources from PyPI"
+tar xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
+src=$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)
+start=$(date +%s)
+"$cmake" -S "$src" -B "$work/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON >&2
+"$cmake" --build "$work/build" -j "$jobs" --target "${tools[@]}" >&2
+# The binaries carry an absolute RUNPATH to the build tree, which is deleted:
+# run them with LD_LIBRARY_PATH set to the cached bin folder (its .so files).
+mkdir -p "$cache.new"
+cp -a "$work/build/bin" "$cache.new/bin"
+rm -rf "$cache" && mv "$cache.new" "$cache" && rm -rf "$work"
+echo "build-llama-tools.sh: built in $(( $(date +%s) - start )) s" >&2
+have_all || fail "the build finished without ${tools[*]}"
+echo "$cache/bin"

@@ -1,0 +1,179 @@
+"""Real servers for the remote-engine tests: llama.cpp's llama-server, llama-cpp-python's
+own server, and a small HTTP proxy that injects faults into a real stream.
+
+Everything listens on 127.0.0.1 only, on a free port, and is stopped by the
+fixture that started it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+# The tools cache lives in the real home; tests run with a private one, so the
+# lookup uses the environment as it was when the tests were collected.
+_REAL_ENV = dict(os.environ)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def llama_tools() -> Path:
+    """The cached llama.cpp tools (packaging/build-llama-tools.sh), or a clear failure.
+
+    A failure and not a skip: without llama-server the remote engine is untested."""
+    env = _REAL_ENV.get("LLAMADESK_LLAMA_TOOLS")
+    if env:
+        return Path(env)
+    r = subprocess.run(["bash", str(ROOT / "packaging/build-llama-tools.sh"), "--print"],
+                       capture_output=True, text=True, env=_REAL_ENV)
+    if r.returncode != 0:
+        raise RuntimeError("llama-server is not built: run packaging/build-llama-tools.sh "
+                           f"(the README's test command does) [{r.stderr.strip()}]")
+    return Path(r.stdout.strip())
+
+
+class Process:
+    """A server child process and the URL it answers on."""
+
+    def __init__(self, args: list[str], port: int, health: str, env: dict | None = None,
+                 timeout_s: float = 120):
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"llamadesk-test-server-{port}.log"
+        self._logf = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(args, stdout=self._logf, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                tail = self.log.read_text()[-2000:]
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {tail}")
+            try:
+                if httpx.get(self.base + health, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"server not healthy after {timeout_s} s: {self.log.read_text()[-2000:]}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._logf.close()
+
+
+def start_llama_server(model: Path, slots: int = 4, ctx: int = 8192, threads: int = 2) -> Process:
+    bin_dir = llama_tools()
+    port = free_port()
+    env = {**os.environ, "LD_LIBRARY_PATH": str(bin_dir)}
+    return Process([str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1",
+                    "--port", str(port), "-c", str(ctx), "-np", str(slots), "-t", str(threads),
+                    "--metrics", "--no-webui"], port, "/health", env)
+
+
+def start_llama_cpp_python_server(model: Path) -> Process:
+    port = free_port()
+    return Process([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+                    "--port", str(port), "--n_ctx", "2048", "--verbose", "False"], port, "/v1/models")
+
+
+class FaultServer:
+    """An HTTP server in this process whose `behave(handler)` answers every request.
+
+    With `upstream`, `relay(handler, ...)` forwards to a real server and can
+    stall or cut the stream after some events: the faults a client must
+    survive, on a real socket with real bytes from llama-server.
+    """
+
+    def __init__(self, behave, upstream: str | None = None):
+        self.upstream = upstream
+        self.behave = behave
+        self.requests: list[tuple[str, str]] = []
+        self.release = threading.Event()  # ends a stall
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # the connection closes after each response
+
+            def log_message(self, *a):
+                pass
+
+            def _any(self):
+                length = int(self.headers.get("content-length") or 0)
+                self.body = self.rfile.read(length) if length else b""
+                server.requests.append((self.command, self.path))
+                server.behave(self)
+
+            do_GET = do_POST = _any
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def answer(h, status: int, body: bytes | str, ctype: str = "application/json", headers: dict | None = None):
+    data = body.encode() if isinstance(body, str) else body
+    h.send_response(status)
+    h.send_header("Content-Type", ctype)
+    h.send_header("Content-Length", str(len(data)))
+    for k, v in (headers or {}).items():
+        h.send_header(k, v)
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def relay(h, server: FaultServer, stall_after: int | None = None, cut_after: int | None = None):
+    """Forward the request to the upstream server; misbehave after N stream events."""
+    url = server.upstream + h.path
+    with httpx.Client(timeout=120) as c:
+        req = c.build_request(h.command, url, content=h.body,
+                              headers={"content-type": h.headers.get("content-type", "application/json")})
+        resp = c.send(req, stream=True)
+        try:
+            h.send_response(resp.status_code)
+            h.send_header("Content-Type", resp.headers.get("content-type", "application/json"))
+            h.end_headers()
+            events = 0
+            for line in resp.iter_lines():
+                h.wfile.write(line.encode() + b"\n")
+                h.wfile.flush()
+                if line.startswith("data:"):
+                    events += 1
+                    if stall_after is not None and events >= stall_after:
+                        server.release.wait(60)
+                        return
+                    if cut_after is not None and events >= cut_after:
+                        h.connection.shutdown(socket.SHUT_RDWR)
+                        return
+        finally:
+            resp.close()
