@@ -23,12 +23,51 @@ from pathlib import Path
 from app import paths
 from app.engine.loader import LoadOptions
 from app.engine.sampling import GenerationSettings
+from app.remote.endpoint import Endpoint
+from app.remote.errors import EndpointConfigError
 
 log = logging.getLogger("llamadesk.ui.config")
 
 FILE_NAME = "settings.json"
 # Changing these means building a new llama context, i.e. reloading the model.
 RELOAD_FIELDS = ("n_ctx", "n_gpu_layers", "n_threads")
+
+
+PROMPT_FORMATS = ("chat", "transcript")
+
+
+@dataclass(frozen=True)
+class SavedEndpoint:
+    """A server the user connected to, as the settings file keeps it: never its API key
+    (that lives in the keyring, or in the environment variable named here)."""
+
+    base_url: str
+    model: str | None = None  # None: the server's only model
+    prompt_format: str = "chat"
+    api_key_env: str | None = None
+
+    @classmethod
+    def from_json(cls, d) -> SavedEndpoint:
+        """Raises ValueError naming what is wrong with one saved entry."""
+        if not isinstance(d, dict) or not isinstance(d.get("base_url"), str):
+            raise ValueError("an endpoint needs a base_url")
+        try:
+            url = Endpoint.parse(d["base_url"]).base_url
+        except EndpointConfigError as e:
+            raise ValueError(str(e)) from None
+        model, fmt, env = d.get("model"), d.get("prompt_format", "chat"), d.get("api_key_env")
+        if model is not None and not isinstance(model, str):
+            raise ValueError(f"{url}: model must be a string")
+        if fmt not in PROMPT_FORMATS:
+            raise ValueError(f"{url}: prompt_format must be chat or transcript")
+        if env is not None and not isinstance(env, str):
+            raise ValueError(f"{url}: api_key_env must be a string")
+        return cls(url, model or None, fmt, env or None)
+
+    @property
+    def label(self) -> str:
+        host = Endpoint.parse(self.base_url).host
+        return f"{host} · {self.model}" if self.model else host
 
 
 @dataclass
@@ -48,6 +87,17 @@ class AppConfig:
     seed: int = -1  # -1: a fresh random seed per reply
     dry_multiplier: float = GenerationSettings.dry_multiplier
     preamble: bool = GenerationSettings.preamble
+    endpoints: list[dict] = field(default_factory=list)  # SavedEndpoint.from_json each
+    active_endpoint: str | None = None  # base_url of the server in use; None: model_path, locally
+
+    def saved_endpoints(self) -> list[SavedEndpoint]:
+        return [SavedEndpoint.from_json(d) for d in self.endpoints]
+
+    def remember_endpoint(self, ep: SavedEndpoint) -> None:
+        """Saved first in the list (the picker shows the latest first), one entry per URL."""
+        rest = [d for d in self.endpoints if d.get("base_url") != ep.base_url]
+        self.endpoints = [asdict(ep), *rest][:20]
+        self.active_endpoint = ep.base_url
 
     def load_options(self) -> LoadOptions:
         return LoadOptions(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers,
@@ -95,8 +145,10 @@ class ConfigLoad:
 
 def _typed(name: str, value, default):
     """The value if it has the setting's type (ints are fine for floats), else None."""
-    if name == "model_path":
+    if name in ("model_path", "active_endpoint"):
         return value if value is None or isinstance(value, str) else None
+    if name == "endpoints":  # its entries are checked one by one in _read_values
+        return value if isinstance(value, list) else None
     if isinstance(value, bool) or isinstance(default, bool):
         return value if isinstance(value, bool) and isinstance(default, bool) else None
     if isinstance(default, float):
@@ -112,10 +164,17 @@ def _read_values(data: dict) -> tuple[AppConfig, list[str]]:
             continue
         value, default = data[f.name], getattr(cfg, f.name)
         typed = _typed(f.name, value, default)
-        if typed is None and not (f.name == "model_path" and value is None):
+        if typed is None and not (f.name in ("model_path", "active_endpoint") and value is None):
             problems.append(f"{f.name} {json.dumps(value)} is not a {type(default).__name__}, "
                             f"reset to {json.dumps(default)}")
             continue
+        if f.name == "endpoints":
+            typed = []
+            for d in value:
+                try:
+                    typed.append(asdict(SavedEndpoint.from_json(d)))
+                except ValueError as e:
+                    problems.append(f"saved endpoint {json.dumps(d)[:80]} dropped ({e})")
         try:  # alone on the defaults, so a bad value is told apart from the others
             replace(AppConfig(), **{f.name: typed}).validate()
         except (ValueError, OverflowError) as e:

@@ -45,3 +45,25 @@ def test_an_unreadable_json_file_is_copied_aside_before_defaults_are_used():
     default_path().write_text("[1, 2]")
     assert "does not hold a settings object" in read_config().message()
     assert load_config() == AppConfig()
+
+
+def test_saved_servers_round_trip_and_a_bad_one_is_dropped_alone_and_named():
+    from app.config import SavedEndpoint
+
+    cfg = AppConfig()
+    cfg.remember_endpoint(SavedEndpoint("http://gpu-box:8000/v1", "llama-3.1-8b", "chat", "VLLM_KEY"))
+    cfg.remember_endpoint(SavedEndpoint("http://127.0.0.1:11434/v1", "llama3.2"))
+    save_config(cfg)
+    got = read_config()
+    assert got.problems == [] and [e.base_url for e in got.config.saved_endpoints()] == [
+        "http://127.0.0.1:11434/v1", "http://gpu-box:8000/v1"]
+    assert got.config.active_endpoint == "http://127.0.0.1:11434/v1"
+    data = json.loads(default_path().read_text())
+    assert "key" not in json.dumps(data["endpoints"]).replace("api_key_env", "")
+    data["endpoints"].append({"base_url": "ftp://nope", "model": "x"})
+    data["endpoints"].append({"base_url": "http://ok:1/v1", "prompt_format": "poetry"})
+    default_path().write_text(json.dumps(data))
+    again = read_config()
+    assert len(again.config.saved_endpoints()) == 2  # the good ones kept
+    assert len(again.problems) == 2 and all(p.startswith("saved endpoint") for p in again.problems)
+    assert "scheme must be http or https" in again.problems[0] and "prompt_format" in again.problems[1]

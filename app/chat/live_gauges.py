@@ -43,6 +43,8 @@ class Snapshot:
     turns: list[tuple[float | None, float | None]]  # (ttft_s, decode tok/s) per finished reply
     recent_ttft: list[float]
     kv_cached_disk: int = 0  # of kv_cached, loaded from the prompt cache on disk
+    source: str | None = None  # the server that answered (None: this process's llama.cpp)
+    wall_decode_tok_s: float | None = None  # final: the rate the reply arrived at
 
 
 @dataclass
@@ -105,8 +107,14 @@ class LiveGauges:
         self.active, self.phase, self.t_end = False, "done", now
         self.stats = stats
         if stats is not None:
-            self.generated = stats.decode_tokens
-            self.turns.append((stats.ttft_s, stats.decode_tok_s))
+            # A remote server tells its counts only at the end, if at all (None: not reported).
+            if stats.decode_tokens is not None:
+                self.generated = stats.decode_tokens
+            if stats.cached_tokens is not None and not self.cached:
+                self.cached = stats.cached_tokens
+            if stats.prefill_tokens is not None and not self.new_total:
+                self.new_total = stats.prefill_tokens
+            self.turns.append((stats.ttft_s, stats.decode_tok_s or stats.wall_decode_tok_s))
 
     def fail(self, now: float) -> None:
         self.active, self.phase, self.t_end = False, "idle", now
@@ -139,11 +147,12 @@ class LiveGauges:
             prefill_tok_s=st.prefill_tok_s if st else None,
             decode_tok_s=st.decode_tok_s if st else None,
             generated=self.generated, max_tokens=self.max_tokens, remaining_s=remaining,
-            n_ctx=st.n_ctx if st else self.n_ctx, kv_cached=self.cached,
+            n_ctx=st.n_ctx if st and st.n_ctx is not None else self.n_ctx, kv_cached=self.cached,
             kv_new=self.new_total if st else self.new_done, kv_new_total=self.new_total,
             kv_generated=self.generated,
             dropped_tokens=st.dropped_tokens if st else 0,
             dropped_messages=st.dropped_messages if st else 0,
             rate_series=list(self.series), turns=list(self.turns), recent_ttft=recent,
             kv_cached_disk=st.cached_disk_tokens if st else self.cached_disk,
+            source=st.source if st else None, wall_decode_tok_s=st.wall_decode_tok_s if st else None,
         )

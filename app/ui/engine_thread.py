@@ -27,10 +27,12 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.chat.session import ChatEngine
 from app.engine.decoder import CancelToken
-from app.engine.errors import ContextOverflowError, EngineError
+from app.engine.errors import ContextOverflowError
 from app.engine.loader import LoadedModel, LoadOptions, LoadReport
 from app.engine.prompt import Msg
 from app.engine.sampling import GenerationSettings
+from app.errors import LlamaDeskError
+from app.remote.endpoint import Endpoint
 
 log = logging.getLogger("llamadesk.ui.engine")
 _ids = itertools.count(1)
@@ -41,9 +43,19 @@ class _Shutdown(Exception):
 
 
 @dataclass
+class RemoteTarget:
+    """A server to chat through instead of a local file (Connect to server…)."""
+
+    endpoint: Endpoint
+    model: str | None = None
+    prompt_format: str = "chat"
+
+
+@dataclass
 class LoadRequest:
     path: str | None
     options: LoadOptions
+    remote: RemoteTarget | None = None
 
 
 @dataclass
@@ -53,7 +65,8 @@ class Loaded:
     notice: str | None
     n_ctx: int
     identity: dict  # ChatEngine.identity(): what a saved conversation records as the model
-    model: LoadedModel  # the shared weights; only another thread's own context may use them
+    # The shared weights (None: a server's); only another thread's own context may use them.
+    model: LoadedModel | None
 
 
 @dataclass
@@ -79,6 +92,19 @@ class EngineWorker(QObject):
         self.engine: ChatEngine | None = None
         self.stopping = False
 
+    @staticmethod
+    def _open(req: LoadRequest, progress):
+        """The engine, where it runs (a file or a URL) and the weights a batch may share
+        (None for a server, whose HTTP probe runs here, never on the GUI thread)."""
+        if req.remote is not None:
+            from app.chat.remote_session import RemoteChatEngine
+
+            t = req.remote
+            eng = RemoteChatEngine(t.endpoint, t.model, prompt_format=t.prompt_format)
+            return eng, t.endpoint.base_url, None
+        eng = ChatEngine.open(req.path, req.options, progress=progress)
+        return eng, str(Path(req.path or eng.model.report.model_path)), eng.model
+
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
         self.close_engine()  # free the old model's memory before loading the next
@@ -87,13 +113,13 @@ class EngineWorker(QObject):
                 raise _Shutdown
             self.load_progress.emit(done, total)
         try:
-            eng = ChatEngine.open(req.path, req.options, progress=progress)
+            eng, where, weights = self._open(req, progress)
         except _Shutdown:
             return
-        except (EngineError, ValueError, OSError) as e:
+        except (LlamaDeskError, ValueError, OSError) as e:
             self.load_failed.emit(str(e))
             return
-        except Exception as e:  # noqa: BLE001 - the window must survive any loader bug
+        except Exception as e:  # noqa: BLE001 - the window must survive any loader or client bug
             log.exception("model load crashed")
             self.load_failed.emit(f"{type(e).__name__}: {e}")
             return
@@ -101,9 +127,7 @@ class EngineWorker(QObject):
             eng.close()
             return
         self.engine = eng
-        path = req.path or eng.model.report.model_path
-        self.loaded.emit(Loaded(str(Path(path)), eng.model.report, eng.notice, eng.n_ctx,
-                                eng.identity(), eng.model))
+        self.loaded.emit(Loaded(where, eng.report, eng.notice, eng.n_ctx or 0, eng.identity(), weights))
 
     @Slot(object)
     def generate(self, job: Job) -> None:
@@ -117,7 +141,7 @@ class EngineWorker(QObject):
                                       on_event=lambda ev: emit(jid, ev), cancel=job.cancel)
         except ContextOverflowError as e:
             self.failed.emit(job, str(e), True)
-        except (EngineError, ValueError) as e:
+        except (LlamaDeskError, ValueError) as e:
             self.failed.emit(job, str(e), False)
         except Exception as e:  # noqa: BLE001
             log.exception("reply crashed")
@@ -180,9 +204,9 @@ class EngineBridge(QObject):
         self.current: Job | None = None
         self.thread.start()
 
-    def load(self, path: str | None, options: LoadOptions) -> None:
+    def load(self, path: str | None, options: LoadOptions, remote: RemoteTarget | None = None) -> None:
         self.stop()
-        self._request_load.emit(LoadRequest(path, options))
+        self._request_load.emit(LoadRequest(path, options, remote))
 
     def submit(self, job: Job) -> Job:
         self.current = job

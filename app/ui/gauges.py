@@ -82,6 +82,9 @@ class GaugesPanel(QGroupBox):
             pre = f"{s.prefill_tok_s:.0f}" if s.prefill_tok_s else "–"
             dec = f"{s.decode_tok_s:.1f}" if s.decode_tok_s else "–"
             self.final_rates.setText(f"prefill {pre} · decode {dec} tok/s")
+        elif s.source is not None and not s.active:
+            got = f" · received at {s.wall_decode_tok_s:.1f}/s" if s.wall_decode_tok_s else ""
+            self.final_rates.setText(f"not reported by the server{got}")
         elif s.active:
             self.final_rates.setText("(after this reply)")
         if s.active and s.remaining_s is not None:

@@ -7,6 +7,7 @@ complaint this answers.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -22,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.loader import LoadReport
+from app.config import SavedEndpoint
 from app.engine.models import ModelInfo, default_model_path, discover
 
 DEFAULT_LABEL = "Gemma 3 270M (bundled default)"
@@ -36,8 +37,9 @@ def _describe(info: ModelInfo) -> str:
 
 
 class ModelBar(QWidget):
-    model_chosen = Signal(object)  # str path, or None for the default model
+    model_chosen = Signal(object)  # str path, None for the default model, or a SavedEndpoint
     settings_clicked = Signal()
+    connect_clicked = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -49,6 +51,10 @@ class ModelBar(QWidget):
         self.open_button = QPushButton("Open…")
         self.open_button.setToolTip("Load a GGUF file from disk")
         self.open_button.clicked.connect(self._browse)
+        self.connect_button = QPushButton("Connect…")
+        self.connect_button.setToolTip("Chat through an OpenAI-compatible server\n"
+                                       "(llama-server, vLLM, Ollama, ...)")
+        self.connect_button.clicked.connect(self.connect_clicked)
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(140)
         self.progress.setTextVisible(False)
@@ -66,19 +72,24 @@ class ModelBar(QWidget):
         row.addWidget(QLabel("Model"))
         row.addWidget(self.combo, 2)
         row.addWidget(self.open_button)
+        row.addWidget(self.connect_button)
         row.addWidget(self.progress)
         row.addWidget(self.status, 3)
         row.addWidget(self.streaming)
         row.addWidget(self.settings_button)
-        self._paths: list[str | None] = []
+        self._paths: list[str | SavedEndpoint | None] = []
 
-    def refresh(self, current: str | None, extra: list[str] = ()) -> None:
-        """List the default model and every discovered GGUF; select `current`."""
+    def refresh(self, current: str | SavedEndpoint | None, extra: list[str] = (),
+                endpoints: list[SavedEndpoint] = ()) -> None:
+        """List the default model, every discovered GGUF and the saved servers; select `current`."""
         self.combo.clear()
         self._paths = [None]
         self.combo.addItem(DEFAULT_LABEL)
+        for ep in endpoints:
+            self._paths.append(ep)
+            self.combo.addItem(f"Server: {ep.label}")
         default = str(default_model_path().resolve())
-        infos = discover([p for p in [*extra, current] if p])
+        infos = discover([p for p in [*extra, current] if isinstance(p, str)])
         for info in infos:
             if info.path == default:
                 continue
@@ -87,7 +98,13 @@ class ModelBar(QWidget):
             self.combo.setItemData(self.combo.count() - 1, info.path)
         self.select(current)
 
-    def select(self, path: str | None) -> None:
+    def select(self, path: str | SavedEndpoint | None) -> None:
+        if isinstance(path, SavedEndpoint):
+            for i, p in enumerate(self._paths):
+                if isinstance(p, SavedEndpoint) and p.base_url == path.base_url:
+                    self.combo.setCurrentIndex(i)
+                    return
+            return
         want = str(Path(path).expanduser().resolve()) if path else None
         if want == str(default_model_path().resolve()):
             want = None
@@ -112,14 +129,21 @@ class ModelBar(QWidget):
         self.status.setText(f"loading {name}…")
         self.combo.setEnabled(False)
         self.open_button.setEnabled(False)
+        self.connect_button.setEnabled(False)
 
     def set_assembly_progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)
         self.status.setText(f"preparing the default model… {100 * done // max(total, 1)}%")
 
-    def set_loaded(self, report: LoadReport) -> None:
+    def set_loaded(self, report) -> None:
+        """A LoadReport, or a RemoteReport (which says what runs where, and the context)."""
         self._loaded_state()
+        if report.backend == "remote":
+            self.status.setText(f"<b>{html.escape(report.runs_on)}</b>")
+            version = f" {report.version}" if report.version else ""
+            self.status.setToolTip(f"{report.kind}{version} at {report.host}\nmodel {report.model_path}")
+            return
         where = report.runs_on
         text = f"runs on <b>{where}</b> · ctx {report.n_ctx} · {report.n_threads} threads"
         if report.fallback:
@@ -135,3 +159,4 @@ class ModelBar(QWidget):
         self.progress.hide()
         self.combo.setEnabled(True)
         self.open_button.setEnabled(True)
+        self.connect_button.setEnabled(True)

@@ -29,10 +29,9 @@ from PySide6.QtWidgets import (
 from app.chat.errors import StoreError
 from app.chat.recorder import TurnRecorder
 from app.chat.store import Store
-from app.config import AppConfig, read_config, save_config
-from app.engine.loader import LoadedModel
+from app.config import AppConfig, SavedEndpoint, read_config, save_config
 from app.ui.batch.panel import BatchPanel
-from app.ui.batch.worker import BatchRunner
+from app.ui.batch.worker import BatchRunner, BatchTarget
 from app.ui.chat_flow import ChatFlow
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
@@ -42,6 +41,7 @@ from app.ui.history_actions import HistoryActions
 from app.ui.history_panel import HistoryPanel
 from app.ui.message_bar import MessageBar
 from app.ui.model_bar import ModelBar
+from app.ui.server_actions import ServerActions
 from app.ui.settings_dialog import SettingsDialog
 
 log = logging.getLogger("llamadesk.ui")
@@ -67,6 +67,8 @@ class MainWindow(QMainWindow):
                 self._startup_notes.append(got.message())
         self.config = config
         self.model_path: str | None = model if model is not None else self.config.model_path
+        self.servers = ServerActions(self)
+        self.remote: SavedEndpoint | None = None if model is not None else self.servers.active()
         self._notice_shown = False
         self._closing = False
         self.loaded: Loaded | None = None  # the loaded model: report, identity, weights handle
@@ -109,8 +111,8 @@ class MainWindow(QMainWindow):
         self.resize(1100, 720)
         self.setMinimumSize(900, 600)
         if autoload:
-            self.model_bar.refresh(self.model_path)
-            self.load_model(self.model_path)
+            self._refresh_models()
+            self.load_model(self.remote or self.model_path)
 
     def _build_layout(self) -> None:
         sys_row = QHBoxLayout()
@@ -152,6 +154,7 @@ class MainWindow(QMainWindow):
         self.bridge.load_progress.connect(self.model_bar.set_assembly_progress)
         self.model_bar.model_chosen.connect(self.load_model)
         self.model_bar.settings_clicked.connect(self.open_settings)
+        self.model_bar.connect_clicked.connect(self.servers.open_dialog)
         self.model_bar.streaming.toggled.connect(self.set_streaming)
         self.new_button.clicked.connect(self.new_chat)
         self.regen_button.clicked.connect(self.flow.regenerate)
@@ -181,21 +184,30 @@ class MainWindow(QMainWindow):
         return store
 
     # -- model ----------------------------------------------------------------
-    def load_model(self, path: str | None) -> None:
+    def _refresh_models(self) -> None:
+        self.model_bar.refresh(self.remote or self.model_path, endpoints=self.servers.saved())
+
+    def load_model(self, target: str | SavedEndpoint | None) -> None:
+        """A GGUF path (None: the bundled default) or a saved server to chat through."""
         if self.flow.busy:
             self.flow.stop()
         if self.batch_panel is not None:
             self.batch_panel.shutdown()  # its context lives on the weights about to be freed
-        self.model_path = path
         self.flow.model_ready = False
         self.loaded = None  # its weights are about to be freed
-        self.model_bar.set_loading(Path(path).name if path else "the default model")
-        self.bridge.load(path, self.config.load_options())
+        if isinstance(target, SavedEndpoint):
+            self.servers.connect(target)
+            return
+        self.remote = None
+        self.model_path = target
+        self.model_bar.set_loading(Path(target).name if target else "the default model")
+        self.bridge.load(target, self.config.load_options())
 
     @property
     def load_report(self):
-        """The loaded model's LoadReport, for the settings' Hardware section."""
-        return self.loaded.report if self.loaded is not None else None
+        """The loaded model's LoadReport, for the settings' Hardware section (a server's hardware
+        is not this machine's: None)."""
+        return self.loaded.report if self.loaded is not None and self.loaded.model is not None else None
 
     def _on_loaded(self, info: Loaded) -> None:
         self.loaded = info
@@ -204,7 +216,10 @@ class MainWindow(QMainWindow):
         if self.recorder is not None:
             self.recorder.model = info.identity
         self.model_bar.set_loaded(info.report)
-        self.config.model_path = self.model_path
+        if self.remote is not None:
+            self.config.active_endpoint = self.remote.base_url
+        else:
+            self.config.model_path, self.config.active_endpoint = self.model_path, None
         self._save()
         warned = self.bar.isVisible() and self.bar.level in ("warning", "error")
         if info.report.fallback:
@@ -225,8 +240,8 @@ class MainWindow(QMainWindow):
         self.flow.model_ready = False
         self.loaded = None
         self.model_bar.set_failed()
-        self.bar.show_message(f"Could not load the model: {message}", "error",
-                              action="Use default model", key="default")
+        what = "Could not connect to the server" if self.remote is not None else "Could not load the model"
+        self.bar.show_message(f"{what}: {message}", "error", action="Use default model", key="default")
         self.model_failed.emit(message)
 
     # -- settings -------------------------------------------------------------
@@ -266,7 +281,7 @@ class MainWindow(QMainWindow):
 
     def _on_bar_action(self, key: str) -> None:
         if key == "reload":
-            self.load_model(self.model_path)
+            self.load_model(self.remote or self.model_path)
         elif key == "default":
             self.model_bar.select(None)
             self.load_model(None)
@@ -294,11 +309,13 @@ class MainWindow(QMainWindow):
         self.regen_button.setEnabled(not busy and conv.can_regenerate())
         self.edit_button.setEnabled(not busy and conv.last_user_index() is not None)
 
-    def _batch_model(self) -> tuple[LoadedModel, str] | None:
-        """The weights a batch builds its own context on, while a model is loaded."""
+    def _batch_model(self) -> BatchTarget | None:
+        """What a batch runs on: the weights it builds its own context on, or the server."""
         if self.loaded is None or not self.flow.model_ready:
             return None
-        return self.loaded.model, self.loaded.identity["name"] or self.loaded.identity["file"]
+        if self.loaded.model is None:
+            return self.servers.batch_target()
+        return BatchTarget(self.loaded.model, self.loaded.identity["name"] or self.loaded.identity["file"])
 
     def open_batch(self) -> BatchPanel:
         if self.batch_panel is None:

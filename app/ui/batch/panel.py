@@ -32,11 +32,10 @@ from PySide6.QtWidgets import (
 
 from app.batch.engine import DEFAULT_SLOTS
 from app.batch.types import BatchProgress, RequestDone
-from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings
 from app.paths import data_dir
 from app.ui.batch.results import ResultDialog, ResultsTable, progress_line, summary_line
-from app.ui.batch.worker import BatchRunner, BatchSpec
+from app.ui.batch.worker import BatchRunner, BatchSpec, BatchTarget
 from app.ui.message_bar import MessageBar
 
 REFRESH_MS = 100
@@ -47,10 +46,10 @@ class BatchPanel(QWidget):
     batch_finished = Signal(object)  # JobSummary, or None when it failed
     progress_shown = Signal(object)  # the BatchProgress just painted (tests, gauges)
 
-    def __init__(self, runner: BatchRunner, model_source: Callable[[], tuple[LoadedModel, str] | None],
+    def __init__(self, runner: BatchRunner, model_source: Callable[[], BatchTarget | None],
                  settings: Callable[[], GenerationSettings], parent=None):
-        """`runner` is the window's (it also routes chat turns); `model_source` gives the
-        loaded weights and their name, or None while no model is loaded."""
+        """`runner` is the window's (it also routes chat turns); `model_source` gives what to
+        run on (the loaded weights, or the connected server), or None while nothing is loaded."""
         super().__init__(parent, Qt.WindowType.Window)
         self.setWindowTitle("LlamaDesk — Batch")
         self.model_source, self.settings_source = model_source, settings
@@ -158,7 +157,6 @@ class BatchPanel(QWidget):
         if got is None:
             self.bar.show_message("No model is loaded yet: wait for the chat's model to load.", "warning")
             return False
-        model, name = got
         try:
             src = self._input_path()
         except (OSError, ValueError) as e:
@@ -178,7 +176,7 @@ class BatchPanel(QWidget):
         self.slot_bar.setRange(0, self.slots.value())
         self.slot_bar.setValue(0)
         self.rate_label.setText("starting…")
-        self.runner.start(BatchSpec(str(src), str(out), self.slots.value(), defaults, model, name),
+        self.runner.start(BatchSpec(str(src), str(out), self.slots.value(), defaults, got),
                           self._connect)
         self._set_running(True)
         self._timer.start()

@@ -54,6 +54,11 @@ def summary_line(sm) -> str:
             + (f" · {sm.tok_s:.0f} tok/s" if sm.tok_s else "") + f" · {sm.wall_s:.1f} s")
 
 
+def _count(n: int | None) -> str:
+    """A token count, or "not reported" (a remote server that did not send usage)."""
+    return "not reported" if n is None else str(n)
+
+
 def _num(v: float | None, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 
@@ -92,7 +97,7 @@ class ResultsTable(QTableWidget):
                 self.results.append(res)
                 st = res.stats
                 preview = (st.error or res.text).replace("\n", " ⏎ ")[:PREVIEW_CHARS]
-                cells = (res.custom_id, status_of(res), str(st.completion_tokens),
+                cells = (res.custom_id, status_of(res), _count(st.completion_tokens),
                          _num(st.ttft_from_queue_s, ".2f") + (" s" if st.ttft_from_queue_s else ""),
                          _num(st.decode_tok_s, ".1f"), preview)
                 for col, text in enumerate(cells):
@@ -114,7 +119,7 @@ class ResultDialog(QDialog):
         self.setWindowTitle(f"Result {res.custom_id}")
         st = res.stats
         lines = [f"status: {status_of(res)} ({st.stop_reason})",
-                 f"tokens: {st.prompt_tokens} prompt, {st.completion_tokens} generated",
+                 f"tokens: {_count(st.prompt_tokens)} prompt, {_count(st.completion_tokens)} generated",
                  f"TTFT: {_num(st.ttft_from_queue_s, '.3f')} s from queued, "
                  f"{_num(st.ttft_from_slot_s, '.3f')} s from its slot",
                  f"queue wait: {_num(st.queue_wait_s, '.2f')} s · total {_num(st.total_s, '.2f')} s · "

@@ -40,13 +40,22 @@ _online_ids = itertools.count(1)
 
 
 @dataclass
+class BatchTarget:
+    """What a batch runs on: the chat's loaded weights, or a server (make_engine builds a
+    RemoteBatchEngine on the batch thread, so its HTTP never runs on the GUI thread)."""
+
+    model: LoadedModel | None
+    name: str
+    make_engine: Callable[[int], object] | None = None  # n_slots -> engine
+
+
+@dataclass
 class BatchSpec:
     input_path: str
     output_path: str
     n_slots: int
     defaults: GenerationSettings
-    model: LoadedModel
-    model_name: str
+    target: BatchTarget
     slot_ctx: int = DEFAULT_SLOT_CTX
 
 
@@ -83,10 +92,17 @@ class BatchWorker(QObject):
             with self.lock:
                 if self.cancelled:
                     return
-                self.engine = BatchEngine(spec.model, spec.n_slots, spec.slot_ctx)
-                self.accepting = True
+            t = spec.target
+            engine = (t.make_engine(spec.n_slots) if t.make_engine is not None
+                      else BatchEngine(t.model, spec.n_slots, spec.slot_ctx))
+            with self.lock:
+                self.engine = engine
+                # A server answers chat turns beside the batch by itself: none is routed here.
+                self.accepting = t.make_engine is None
+                if self.cancelled:
+                    return
             self.started.emit(len(job.todo), job.skipped)
-            summary = job.run(self.engine, spec.model_name, self._sink)
+            summary = job.run(engine, t.name, self._sink)
             self._drain()
             self.finished.emit(summary)
         except (LlamaDeskError, ValueError, OSError) as e:

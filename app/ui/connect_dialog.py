@@ -1,0 +1,162 @@
+"""Connect to server…: a base URL, an optional API key, a model from the server's own list.
+
+"List models" asks the server on a worker thread (a slow or unreachable
+host must not freeze the window) and says in one line what answered. The
+key is kept in the system keyring only when the user ticks the box; the
+settings file keeps the URL, the model and, if given, the name of an
+environment variable to read the key from, never the key.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+)
+
+from app.config import SavedEndpoint
+from app.errors import LlamaDeskError
+from app.remote import keys
+from app.remote.endpoint import Endpoint
+
+FORMATS = (("chat", "Chat: the server applies the model's chat template"),
+           ("transcript", "Plain transcript to /completions (a base model without a template)"))
+
+
+class _Relay(QObject):
+    """Carries the probe's answer from its thread to the dialog's (a queued signal)."""
+
+    done = Signal(object, object)  # ServerInfo or None, error text or None
+
+
+class ConnectDialog(QDialog):
+    def __init__(self, parent=None, saved: SavedEndpoint | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Connect to server")
+        self.result_endpoint: SavedEndpoint | None = None
+        self.result_key: str | None = None
+        self.url = QLineEdit(saved.base_url if saved else "")
+        self.url.setPlaceholderText("http://127.0.0.1:8080/v1")
+        self.key = QLineEdit()
+        self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setPlaceholderText("optional (llama-server without --api-key, Ollama: none)")
+        self.remember = QCheckBox("Remember the key in the system keyring")
+        self.key_env = QLineEdit(saved.api_key_env or "" if saved else "")
+        self.key_env.setPlaceholderText("or: the environment variable that holds it, e.g. OPENAI_API_KEY")
+        self.model = QComboBox()
+        self.model.setEditable(True)
+        self.model.setMinimumContentsLength(28)
+        self.model.lineEdit().setPlaceholderText("the server's only model")
+        if saved and saved.model:
+            self.model.addItem(saved.model)
+        self.list_button = QPushButton("List models")
+        self.list_button.clicked.connect(self.list_models)
+        self.format = QComboBox()
+        for key, label in FORMATS:
+            self.format.addItem(label, key)
+        if saved:
+            self.format.setCurrentIndex(max(0, [k for k, _ in FORMATS].index(saved.prompt_format)))
+        self.status = QLabel("Nothing leaves this machine until you connect.")
+        self.status.setWordWrap(True)
+        self._relay = _Relay()
+        self._relay.done.connect(self._on_listed)
+
+        form = QFormLayout()
+        form.addRow("Server URL", self.url)
+        form.addRow("API key", self.key)
+        form.addRow("", self.remember)
+        form.addRow("Key variable", self.key_env)
+        row = QHBoxLayout()
+        row.addWidget(self.model, 1)
+        row.addWidget(self.list_button)
+        form.addRow("Model", row)
+        form.addRow("Prompt", self.format)
+        std = QDialogButtonBox.StandardButton
+        buttons = QDialogButtonBox(std.Ok | std.Cancel)
+        buttons.button(std.Ok).setText("Connect")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        col = QVBoxLayout(self)
+        col.addLayout(form)
+        col.addWidget(self.status)
+        col.addWidget(buttons)
+        self.resize(560, self.sizeHint().height())
+
+    def _endpoint(self) -> Endpoint:
+        """What the fields say; EndpointConfigError (one line) when they cannot work."""
+        ep = Endpoint.parse(self.url.text())
+        key = self.key.text().strip() or None
+        env = self.key_env.text().strip()
+        if key is None and env:
+            key = keys.key_from_env(env)
+        if key is None:
+            key = keys.key_from_keyring(ep.base_url)
+        return Endpoint.parse(self.url.text(), key)
+
+    def _fail(self, message: str) -> None:
+        self.status.setText(f'<span style="color:#c0392b;">{message}</span>')
+
+    def list_models(self) -> None:
+        try:
+            ep = self._endpoint()
+        except LlamaDeskError as e:
+            self._fail(str(e))
+            return
+        self.list_button.setEnabled(False)
+        self.status.setText(f"asking {ep.host}…")
+        threading.Thread(target=self._probe, args=(ep,), name="llamadesk-list-models", daemon=True).start()
+
+    def _probe(self, ep: Endpoint) -> None:
+        from app.remote import http as remote_http
+        from app.remote.server import probe
+
+        try:
+            with remote_http.client(ep) as http:
+                self._relay.done.emit(probe(http, ep), None)
+        except LlamaDeskError as e:
+            self._relay.done.emit(None, str(e))
+        except Exception as e:  # noqa: BLE001 - a client bug must not take the window down
+            self._relay.done.emit(None, f"{type(e).__name__}: {e}")
+
+    def _on_listed(self, info, error) -> None:
+        self.list_button.setEnabled(True)
+        if error is not None:
+            self._fail(error)
+            return
+        current = self.model.currentText().strip()
+        self.model.clear()
+        for m in info.models:
+            self.model.addItem(m.id)
+        if current:
+            self.model.setCurrentText(current)
+        n = len(info.models)
+        version = f" {info.version}" if info.version else ""
+        self.status.setText(f"{info.kind}{version}: {n} model{'s' if n != 1 else ''}"
+                            + (f", ctx {info.n_ctx}" if info.n_ctx else ""))
+
+    def accept(self) -> None:
+        try:
+            ep = self._endpoint()
+            saved = SavedEndpoint.from_json({
+                "base_url": ep.base_url, "model": self.model.currentText().strip() or None,
+                "prompt_format": self.format.currentData(),
+                "api_key_env": self.key_env.text().strip() or None})
+            typed = self.key.text().strip()
+            if typed and self.remember.isChecked():
+                keys.save_key(ep.base_url, typed)
+        except (LlamaDeskError, ValueError) as e:
+            self._fail(str(e))
+            return
+        self.result_endpoint, self.result_key = saved, ep.api_key
+        super().accept()
