@@ -24,7 +24,9 @@ CONCURRENCY = (1, 4, 8)
 
 
 def _greedy(tokens: int) -> GenerationSettings:
-    return GenerationSettings(max_tokens=tokens, temperature=0, ignore_eos=True)
+    """Greedy, exactly `tokens` long, no repeat penalty: llama-server's penalty sampler costs
+    more per slot as slots are added, which would measure the sampler, not the batching."""
+    return GenerationSettings(max_tokens=tokens, temperature=0, ignore_eos=True, repeat_penalty=1.0)
 
 
 def _med(xs: list) -> float | None:

@@ -19,11 +19,18 @@ DEFAULTS = GenerationSettings(max_tokens=8)
 PROMPTS = [f"Write one sentence about the number {i}." for i in range(10)]
 
 
+def _as_at_a_terminal() -> None:
+    """Ctrl+C as a terminal delivers it: a test run started in the background (`cmd &`, nohup)
+    passes SIGINT on ignored, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(model_path, inp, out, max_tokens=24):
     return subprocess.Popen(
         [sys.executable, "-m", "app", "batch", str(inp), "-o", str(out), "--model", str(model_path),
          "--parallel", "2", "--max-tokens", str(max_tokens), "--temperature", "0", "--ctx", "256"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ},
+        preexec_fn=_as_at_a_terminal)
 
 
 def _wait_lines(out, n, proc, timeout=120):
