@@ -35,6 +35,7 @@ from app.batch.types import (
     RequestDone,
     RequestStarted,
 )
+from app.engine.decoder import common_prefix
 from app.engine.errors import ContextOverflowError, EngineError
 from app.engine.loader import LoadedModel
 from app.engine.prompt import Msg, chat_format, reply_stops
@@ -56,8 +57,12 @@ RATE_WINDOW_S = 3.0
 class BatchEngine:
     def __init__(self, model: LoadedModel, n_slots: int = DEFAULT_SLOTS,
                  slot_ctx: int = DEFAULT_SLOT_CTX,
-                 on_event: Callable[[BatchEvent], None] | None = None):
+                 on_event: Callable[[BatchEvent], None] | None = None, keep_prefixes: bool = False):
+        """`keep_prefixes`: a finished request's tokens stay in its sequence, and the next
+        request goes to the free sequence sharing the longest prefix with it, prefilling only
+        the rest (a server's clients send each turn's whole history again)."""
         self.model = model
+        self.keep_prefixes = keep_prefixes
         self.bctx = BatchContext(model, n_slots + ONLINE_RESERVE, slot_ctx)
         self.ctx = self.bctx.ctx
         self.n_slots = n_slots
@@ -75,6 +80,7 @@ class BatchEngine:
         self._paused = False
         self._cancelled = False
         self.slots: list[Slot | None] = [None] * (n_slots + ONLINE_RESERVE)
+        self._kept: list[list[int]] = [[] for _ in self.slots]  # each free sequence's tokens in the KV
         self._results: list[BatchResult] = []
         self.t0 = time.perf_counter()
         self._reset_counters()
@@ -199,26 +205,34 @@ class BatchEngine:
         self._rate_marks: deque[tuple[float, int]] = deque()
 
     def _admit_locked(self) -> None:
-        """Fill free slots: online requests first, then the batch queue (unless paused)."""
+        """Fill free slots: online requests first, then the batch queue (unless paused).
+        The reserved sequence takes only online work."""
         if self._drop:
             self._queue = deque(x for x in self._queue if not self._dropped(x))
             self._online = deque(x for x in self._online if not self._dropped(x))
-        for seq, s in enumerate(self.slots):
-            if s is not None:
-                continue
-            while True:
-                if self._online:
-                    req, queued = self._online.popleft()
-                elif seq >= self.n_slots:
-                    return  # the reserved sequence waits for online work
-                elif self._queue and not self._paused:
-                    req, queued = self._queue.popleft()
-                else:
-                    return
-                slot = self._start(seq, req, queued)
-                if slot is not None:
-                    self.slots[seq] = slot
-                    break
+        while True:
+            free = [seq for seq, s in enumerate(self.slots) if s is None]
+            if not free:
+                return
+            if self._online:
+                req, queued = self._online.popleft()
+            elif any(seq < self.n_slots for seq in free) and self._queue and not self._paused:
+                req, queued = self._queue.popleft()
+                free = [seq for seq in free if seq < self.n_slots]
+            else:
+                return
+            prepared = self._prepare(req, queued)
+            if prepared is None:
+                continue  # recorded as an error result
+            toks, stop = prepared
+            seq = self._best_seq(free, toks)
+            self.slots[seq] = self._start(seq, req, toks, stop, queued)
+
+    def _best_seq(self, free: list[int], toks: list[int]) -> int:
+        """The free sequence whose kept tokens share the longest prefix with `toks`."""
+        if not self.keep_prefixes:
+            return free[0]
+        return max(free, key=lambda seq: common_prefix(self._kept[seq], toks))
 
     def _dropped(self, item) -> bool:
         if item[0].custom_id in self._drop:
@@ -227,8 +241,8 @@ class BatchEngine:
             return True
         return False
 
-    def _start(self, seq: int, req: BatchRequest, queued: float) -> Slot | None:
-        now = time.perf_counter()
+    def _prepare(self, req: BatchRequest, queued: float) -> tuple[list[int], tuple[str, ...]] | None:
+        """The request's tokens and stop strings, or None after recording why it cannot run."""
         try:
             req.settings.validate()
             toks, stop = self.prompt_for(req)
@@ -239,13 +253,31 @@ class BatchEngine:
                                            f"{self.slot_ctx} (raise --ctx or shorten the prompt)")
         except (EngineError, ValueError) as e:
             kind = "context_overflow" if isinstance(e, ContextOverflowError) else "invalid_request"
-            self._record(self._error_result(req, queued, now, str(e), kind))
+            self._record(self._error_result(req, queued, time.perf_counter(), str(e), kind))
             return None
+        return toks, stop
+
+    def _start(self, seq: int, req: BatchRequest, toks: list[int], stop: tuple[str, ...],
+               queued: float) -> Slot:
+        now = time.perf_counter()
         settings = replace(req.settings, stop=stop)
-        self.bctx.clear_seq(seq)
+        cached = self._keep_prefix(seq, toks)
         slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now)
+        slot.prefilled = slot.n_past = slot.cached = cached
         self._emit(RequestStarted(req.custom_id, seq, now - self.t0))
         return slot
+
+    def _keep_prefix(self, seq: int, toks: list[int]) -> int:
+        """Cut the sequence back to what it shares with `toks`; how many tokens stay cached."""
+        kept, self._kept[seq] = self._kept[seq], []
+        n = min(common_prefix(kept, toks), len(toks) - 1) if self.keep_prefixes else 0
+        if n > 0:
+            mem = self.bctx.mem
+            if (llama_cpp.llama_memory_seq_rm(mem, seq, n, -1)
+                    and llama_cpp.llama_memory_seq_pos_max(mem, seq) == n - 1):
+                return n
+        self.bctx.clear_seq(seq)
+        return 0
 
     def _error_result(self, req: BatchRequest, queued: float, now: float, msg: str,
                       kind: str) -> BatchResult:
@@ -291,6 +323,7 @@ class BatchEngine:
         for s in live:  # one token for every decoding slot: the cheap part
             if s.state is SlotState.DECODING:
                 self._put(b, n, s.pending, s.n_past, s.seq, True)
+                s.fed.append(s.pending)
                 s.pending = None
                 outs.append((s, n))
                 fed.append((s, 1))
@@ -330,7 +363,10 @@ class BatchEngine:
 
     def _finish(self, s: Slot, stop_reason: str | None = None, error: str | None = None) -> None:
         res = s.finish(time.perf_counter(), self.t0, stop_reason, error)
-        self.bctx.clear_seq(s.seq)
+        if self.keep_prefixes and res.stats.error is None:
+            self._kept[s.seq] = s.prompt[:s.prefilled] + s.fed  # exactly what the KV holds
+        else:
+            self.bctx.clear_seq(s.seq)
         self.slots[s.seq] = None
         self._record(res)
 

@@ -37,7 +37,9 @@ class Slot:
         self.slot_ctx = slot_ctx
         self.state = SlotState.PREFILLING
         self.prefilled = 0  # prompt tokens already in the KV cache
+        self.cached = 0  # of those, kept from the sequence's previous request
         self.n_past = 0  # tokens of this sequence in the KV cache
+        self.fed: list[int] = []  # generated tokens decoded into the KV cache
         self.pending: int | None = None  # DECODING: sampled, not yet decoded
         self.parts: list[str] = []
         self.stop_reason: str | None = None
@@ -96,7 +98,7 @@ class Slot:
         self.sampler.close()
         text = "".join(self.parts)
         st = BatchStats(
-            prompt_tokens=len(self.prompt), completion_tokens=self.generated,
+            prompt_tokens=len(self.prompt), completion_tokens=self.generated, cached_tokens=self.cached,
             stop_reason=self.stop_reason or "stop", slot=self.seq, online=self.req.online,
             queued_at=self.queued_at - t0, slot_start=self.slot_start - t0,
             first_token_at=self.timer.ttft_from(t0), finished_at=now - t0,
@@ -114,8 +116,9 @@ class Slot:
         """The chat gauges' record. Batched compute is shared, so these are wall times."""
         pre_s = (self.first_sample or now) - self.slot_start
         return ReplyStats(
-            ttft_s=st.ttft_from_queue_s, prefill_tokens=len(self.prompt), cached_tokens=0,
-            prefill_s=pre_s, prefill_tok_s=len(self.prompt) / pre_s if pre_s > 0 else None,
+            ttft_s=st.ttft_from_queue_s, prefill_tokens=len(self.prompt) - self.cached,
+            cached_tokens=self.cached, prefill_s=pre_s,
+            prefill_tok_s=(len(self.prompt) - self.cached) / pre_s if pre_s > 0 else None,
             decode_tokens=self.generated, decode_s=self.timer.decode_s, decode_tok_s=st.decode_tok_s,
             total_s=st.total_s or 0.0, kv_used=self.n_past, n_ctx=self.slot_ctx,
             stop_reason=st.stop_reason, prompt_tokens=len(self.prompt),

@@ -45,6 +45,7 @@ class BatchStats:
 
     prompt_tokens: int | None = 0  # None: a remote server did not report it
     completion_tokens: int | None = 0
+    cached_tokens: int = 0  # prompt tokens kept in the slot from its previous request
     stop_reason: str = "stop"  # stop / length / cancelled / error
     slot: int | None = None
     online: bool = False

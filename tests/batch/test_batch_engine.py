@@ -262,3 +262,37 @@ def test_pause_keeps_batch_slots_while_online_runs_and_cancel_drops_the_rest(mod
     assert [r.custom_id for r in results] == ["chat"] and results[0].stats.completion_tokens == 4
     assert any(p.paused and p.busy_slots == 1 and p.queued == 4 for p in progress)
     assert progress[-1].done == 1 and progress[-1].total == 5
+
+
+def test_kept_prefixes_send_a_next_turn_to_its_slot_and_prefill_only_what_is_new(model):
+    eng = _engine(model, 3, keep_prefixes=True)
+    try:
+        first = [Msg("user", "Tell me about the sea in one sentence.")]
+        other = [Msg("user", "Name a fruit.")]
+        eng.submit_many([BatchRequest("a", first, fixed(8)), BatchRequest("b", other, fixed(8))])
+        done = {r.custom_id: r for r in eng.run()}
+        turn2 = [*first, Msg("assistant", done["a"].text), Msg("user", "And the mountains?")]
+        eng.submit_many([BatchRequest("a2", turn2, fixed(6))])
+        (r2,) = eng.run()
+        toks, _ = eng.prompt_for(BatchRequest("x", turn2, fixed(6)))
+        first_toks, _ = eng.prompt_for(BatchRequest("y", first, fixed(8)))
+    finally:
+        eng.free()
+    assert r2.stats.error is None and r2.text
+    assert r2.stats.slot == done["a"].stats.slot  # the slot that holds its history
+    # At least the first turn's prompt was kept; what follows it was prefilled.
+    assert len(first_toks) - 1 <= r2.stats.cached_tokens < len(toks)
+    assert r2.stats.prompt_tokens == len(toks)
+
+
+def test_without_kept_prefixes_nothing_is_reused(model):
+    eng = _engine(model, 2)
+    try:
+        msgs = [Msg("user", "Tell me about the sea in one sentence.")]
+        eng.submit_many([BatchRequest("a", msgs, fixed(4))])
+        eng.run()
+        eng.submit_many([BatchRequest("b", msgs, fixed(4))])
+        (r,) = eng.run()
+    finally:
+        eng.free()
+    assert r.stats.cached_tokens == 0
