@@ -235,11 +235,26 @@ class BatchEngine:
         return max(free, key=lambda seq: common_prefix(self._kept[seq], toks))
 
     def _dropped(self, item) -> bool:
-        if item[0].custom_id in self._drop:
-            self._drop.discard(item[0].custom_id)
+        """A queued request cancelled before it got a slot ends as a "cancelled" result, so
+        whoever waits for it (a chat turn, a server's client) hears that it ended."""
+        req, queued = item
+        if req.custom_id in self._drop:
+            self._drop.discard(req.custom_id)
             self._total -= 1
+            now = time.perf_counter()
+            st = BatchStats(stop_reason="cancelled", online=req.online, queued_at=queued - self.t0,
+                            finished_at=now - self.t0, total_s=now - queued)
+            self._record(BatchResult(req.custom_id, "", st, req.line))
             return True
         return False
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until a request is queued (True) or `timeout` passes: a server's engine loop
+        calls run() again only when there is something to run."""
+        with self._cv:
+            if not (self._queue or self._online):
+                self._cv.wait(timeout)
+            return bool(self._queue or self._online)
 
     def _prepare(self, req: BatchRequest, queued: float) -> tuple[list[int], tuple[str, ...]] | None:
         """The request's tokens and stop strings, or None after recording why it cannot run."""

@@ -16,6 +16,10 @@ from app.remote.errors import EndpointConfigError
 from app.remote.http import get_json, try_json
 
 LLAMA_SERVER, VLLM, OLLAMA, OPENAI = "llama-server", "vLLM", "Ollama", "OpenAI-compatible"
+LLAMADESK = "llamadesk serve"
+# Servers that take llama.cpp's own samplers (top_k, min_p, repeat_penalty, ignore_eos)
+# and report llama-server's `timings` and a slot's context.
+LLAMA_CPP_KINDS = (LLAMA_SERVER, LLAMADESK)
 
 
 @dataclass
@@ -55,6 +59,12 @@ class ServerInfo:
         raise EndpointConfigError(f"the server has no model {name!r} (it has: {names})")
 
 
+def _owner(body) -> str | None:
+    data = body.get("data") if isinstance(body, dict) else None
+    first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+    return first.get("owned_by")
+
+
 def _models(body, ep: Endpoint) -> list[RemoteModel]:
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
@@ -72,7 +82,10 @@ def _models(body, ep: Endpoint) -> list[RemoteModel]:
 
 def probe(http: httpx.Client, ep: Endpoint) -> ServerInfo:
     """GET /models (every server has it), then the one extra that names the server."""
-    models = _models(get_json(http, ep, ep.base_url + "/models", "/models"), ep)
+    listing = get_json(http, ep, ep.base_url + "/models", "/models")
+    models = _models(listing, ep)
+    if _owner(listing) == "llamadesk":
+        return ServerInfo(LLAMADESK, models, None, models[0].n_ctx if models else None)
     props = try_json(http, ep.root + "/props")
     if isinstance(props, dict) and "default_generation_settings" in props:
         gen = props.get("default_generation_settings") or {}

@@ -23,7 +23,7 @@ from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
 from app.remote.http import Notice, open_stream, parse_data, transport_reason
-from app.remote.server import LLAMA_SERVER, VLLM, ServerInfo
+from app.remote.server import LLAMA_CPP_KINDS, VLLM, ServerInfo
 
 EventSink = Callable[[object], None]
 _FINISH = {"stop": "stop", "length": "length", "eos": "stop", "tool_calls": "stop", "content_filter": "stop"}
@@ -38,9 +38,9 @@ def _sampling(kind: str, s: GenerationSettings, stop: tuple[str, ...]) -> dict:
         body["seed"] = s.seed
     if stop:
         body["stop"] = list(stop)
-    if kind in (LLAMA_SERVER, VLLM):
+    if kind in (*LLAMA_CPP_KINDS, VLLM):
         body.update(top_k=s.top_k, min_p=s.min_p)
-        body["repeat_penalty" if kind == LLAMA_SERVER else "repetition_penalty"] = s.repeat_penalty
+        body["repeat_penalty" if kind in LLAMA_CPP_KINDS else "repetition_penalty"] = s.repeat_penalty
         if s.ignore_eos:
             body["ignore_eos"] = True
     return body
@@ -175,7 +175,7 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
     if t_first is not None and t_last is not None and t_last > t_first and counted > 1:
         wall = (counted - 1) / (t_last - t_first)
     kv = None
-    if info.kind == LLAMA_SERVER and prompt is not None and decode_n is not None:
+    if info.kind in LLAMA_CPP_KINDS and prompt is not None and decode_n is not None:
         kv = prompt + decode_n  # what the request's slot holds afterwards
     return ReplyStats(
         ttft_s=(t_first - t0) if t_first is not None else None,

@@ -1,0 +1,138 @@
+"""The server's one BatchEngine on its own thread, and the door requests come in by.
+
+Every request gets an id of the host's own (a client's custom_id is not
+unique across batches); its events and its final RequestDone are handed to
+the callback it came with, on the engine thread. Online requests are bounded:
+past `max_waiting` queued, `submit_online` refuses, and the API answers 429
+instead of letting memory grow without end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.batch.engine import BatchEngine
+from app.batch.types import BatchProgress, BatchRequest, BatchResult, RequestDone, RequestStarted
+from app.engine.loader import LoadedModel
+
+Sink = Callable[[object], None]  # receives engine events, then the RequestDone
+_ids = itertools.count(1)
+
+
+class Busy(Exception):
+    """Too many online requests are waiting for a slot."""
+
+
+@dataclass
+class HostStats:
+    """What the Server panel and /metrics read; updated on the engine thread."""
+
+    busy_slots: int = 0
+    n_slots: int = 0
+    queued: int = 0
+    online_busy: int = 0
+    tok_s: float | None = None
+    generated: int = 0
+    recent: list = field(default_factory=list)  # (time, custom_id, ttft_s, tok/s, online)
+
+
+class ServeEngine:
+    def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int, max_waiting: int = 64):
+        self.model = model
+        self.max_waiting = max_waiting
+        self.stats = HostStats(n_slots=n_slots)
+        self._sinks: dict[str, Sink] = {}
+        self._lock = threading.Lock()
+        self._waiting = 0  # online requests submitted and not yet started
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.on_result: Callable[[BatchResult], None] | None = None  # /metrics
+        self.engine: BatchEngine | None = None
+        self._args = (n_slots, slot_ctx)
+        self.thread = threading.Thread(target=self._loop, name="llamadesk-serve-engine", daemon=True)
+        self.thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+
+    @property
+    def slot_ctx(self) -> int:
+        return self.engine.slot_ctx
+
+    def _loop(self) -> None:
+        try:  # the context is made, used and freed on this thread only
+            self.engine = BatchEngine(self.model, *self._args, on_event=self._on_event, keep_prefixes=True)
+        except BaseException as e:  # noqa: BLE001 - re-raised in __init__
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                if self.engine.wait_for_work(0.2):
+                    self.engine.run()
+        finally:
+            self.engine.free()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.engine is not None:
+            self.engine.cancel()
+        self.thread.join(30)
+
+    # -- any thread -----------------------------------------------------------
+    def submit_online(self, req: BatchRequest, sink: Sink) -> str:
+        """Queue an interactive request ahead of batch work; Busy when too many wait."""
+        with self._lock:
+            if self._waiting >= self.max_waiting:
+                raise Busy
+            self._waiting += 1
+            req.custom_id = f"o{next(_ids)}"
+            self._sinks[req.custom_id] = sink
+        req.on_event = sink
+        self.engine.submit_online(req)
+        return req.custom_id
+
+    def submit_batch(self, reqs: list[BatchRequest], sink: Sink) -> list[str]:
+        """Batch API work: it runs only in slots that online requests leave free."""
+        with self._lock:
+            for r in reqs:
+                r.custom_id = f"b{next(_ids)}"
+                self._sinks[r.custom_id] = sink
+        self.engine.submit_many(reqs)
+        return [r.custom_id for r in reqs]
+
+    def cancel(self, rid: str) -> None:
+        """A client went away, or a batch was cancelled: its slot is free by the next step."""
+        self.engine.cancel_request(rid)
+
+    # -- the engine thread ----------------------------------------------------
+    def _on_event(self, ev) -> None:
+        if isinstance(ev, BatchProgress):
+            s = self.stats
+            s.busy_slots, s.queued, s.online_busy = ev.busy_slots, ev.queued, ev.online_busy
+            s.tok_s, s.generated = ev.tok_s, ev.generated
+            return
+        if isinstance(ev, RequestStarted):
+            if ev.custom_id.startswith("o"):
+                with self._lock:
+                    self._waiting -= 1
+            return
+        if isinstance(ev, RequestDone):
+            res = ev.result
+            with self._lock:
+                sink = self._sinks.pop(res.custom_id, None)
+                if res.custom_id.startswith("o") and res.stats.slot_start is None:
+                    self._waiting -= 1  # ended before it got a slot (refused, or cancelled queued)
+            st = res.stats
+            self.stats.recent = [*self.stats.recent[-49:], (time.time(), res.custom_id, st.ttft_from_queue_s,
+                                                            st.decode_tok_s, st.online)]
+            if self.on_result is not None:
+                self.on_result(res)
+            if sink is not None:
+                sink(ev)

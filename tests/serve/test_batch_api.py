@@ -1,0 +1,115 @@
+"""The Batch API through the official `openai` package: upload, create, poll, fetch, cancel;
+and a server killed mid-batch that finishes it after a restart, every custom_id exactly once."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import tempfile
+import time
+
+import httpx
+
+from tests.serve.conftest import MODEL_ID, start_serve
+
+
+def _jsonl(n: int, max_tokens: int = 8, bad: bool = False) -> bytes:
+    lines = [json.dumps({"custom_id": f"req-{i}", "method": "POST", "url": "/v1/chat/completions",
+                         "body": {"model": MODEL_ID, "max_tokens": max_tokens, "temperature": 0,
+                                  "messages": [{"role": "user", "content": f"Name thing number {i}."}]}})
+             for i in range(n)]
+    if bad:
+        lines.append(json.dumps({"custom_id": "broken", "method": "POST", "url": "/v1/chat/completions",
+                                 "body": {"model": MODEL_ID, "messages": "not a list"}}))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _wait(client, bid: str, until=("completed", "failed", "cancelled"), timeout=180):
+    deadline = time.monotonic() + timeout
+    seen = set()
+    while time.monotonic() < deadline:
+        b = client.batches.retrieve(bid)
+        seen.add((b.status, b.request_counts.completed))
+        if b.status in until:
+            return b, seen
+        time.sleep(0.2)
+    raise AssertionError(f"batch {bid} still {b.status}")
+
+
+def test_a_batch_from_upload_to_output_and_error_files(client):
+    f = client.files.create(file=("in.jsonl", io.BytesIO(_jsonl(6, bad=True))), purpose="batch")
+    assert f.purpose == "batch" and f.bytes > 0 and client.files.retrieve(f.id).id == f.id
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert b.status in ("validating", "in_progress") and b.input_file_id == f.id
+    done, seen = _wait(client, b.id)
+    assert done.status == "completed" and done.completed_at
+    assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (7, 6, 1)
+    assert len({c for _, c in seen}) >= 2  # the counts moved while it ran
+    out = [json.loads(s) for s in client.files.content(done.output_file_id).text.splitlines()]
+    assert sorted(o["custom_id"] for o in out) == [f"req-{i}" for i in range(6)]
+    for o in out:
+        body = o["response"]["body"]
+        assert o["error"] is None and o["response"]["status_code"] == 200
+        assert body["choices"][0]["message"]["content"] and body["usage"]["completion_tokens"] > 0
+    errs = [json.loads(s) for s in client.files.content(done.error_file_id).text.splitlines()]
+    assert [e["custom_id"] for e in errs] == ["broken"] and "messages" in errs[0]["error"]["message"]
+    assert b.id in [x.id for x in client.batches.list()]
+
+
+def test_cancel_stops_a_running_batch_and_keeps_what_finished(client):
+    f = client.files.create(file=("big.jsonl", io.BytesIO(_jsonl(40, max_tokens=64))), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    _wait(client, b.id, until=("in_progress",))
+    c = client.batches.cancel(b.id)
+    assert c.status in ("cancelling", "cancelled")
+    done, _ = _wait(client, b.id)
+    assert done.status == "cancelled" and done.cancelled_at
+    assert done.request_counts.completed < 40
+    if done.output_file_id:
+        out = client.files.content(done.output_file_id).text.splitlines()
+        assert len(out) == done.request_counts.completed
+
+
+def test_batch_api_bad_input_is_openais_error_shape(serve, client):
+    r = httpx.post(serve.base + "/v1/batches", timeout=10,
+                   json={"input_file_id": "file-nope", "endpoint": "/v1/chat/completions",
+                         "completion_window": "24h"})
+    assert r.status_code == 404 and r.json()["error"]["param"] == "input_file_id"
+    f = client.files.create(file=("x.jsonl", io.BytesIO(_jsonl(1))), purpose="batch")
+    r = httpx.post(serve.base + "/v1/batches", timeout=10,
+                   json={"input_file_id": f.id, "endpoint": "/v1/embeddings", "completion_window": "24h"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "endpoint"
+    r = httpx.post(serve.base + "/v1/files", timeout=10, files={"file": ("a.jsonl", b"x")},
+                   data={"purpose": "fine-tune"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "purpose"
+    assert httpx.get(serve.base + "/v1/batches/batch_nope", timeout=10).status_code == 404
+
+
+def test_a_server_killed_mid_batch_finishes_it_after_a_restart_each_result_once(model_path):
+    from openai import OpenAI
+
+    home = tempfile.mkdtemp(prefix="llamadesk-serve-kill-")
+    srv = start_serve(model_path, home, "--parallel", "2")
+    port = srv.port
+    try:
+        c = OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0)
+        f = c.files.create(file=("in.jsonl", io.BytesIO(_jsonl(12, max_tokens=24))), purpose="batch")
+        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        deadline = time.monotonic() + 120
+        while c.batches.retrieve(b.id).request_counts.completed < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait(10)
+    finally:
+        srv.stop()
+    srv2 = start_serve(model_path, home, "--parallel", "2", port=port)
+    try:
+        c2 = OpenAI(base_url=srv2.base + "/v1", api_key="x", max_retries=0)
+        done, _ = _wait(c2, b.id)
+        assert done.status == "completed" and done.request_counts.completed == 12
+        ids = [json.loads(s)["custom_id"] for s in c2.files.content(done.output_file_id).text.splitlines()]
+        assert sorted(ids) == sorted(f"req-{i}" for i in range(12))  # every one, exactly once
+    finally:
+        srv2.stop()
