@@ -63,6 +63,7 @@ class BatchEngine:
         the rest (a server's clients send each turn's whole history again)."""
         self.model = model
         self.keep_prefixes = keep_prefixes
+        self.online_first = keep_prefixes  # the server's policy; the chat-during-batch path keeps sharing
         self.bctx = BatchContext(model, n_slots + ONLINE_RESERVE, slot_ctx)
         self.ctx = self.bctx.ctx
         self.n_slots = n_slots
@@ -321,6 +322,10 @@ class BatchEngine:
         """The slots this step may advance (batch slots wait while paused); drops cancelled ones."""
         paused = self._paused
         live = [s for s in self.slots if s is not None and (s.req.online or not paused)]
+        if self.online_first and any(s.req.online and s.state is SlotState.PREFILLING for s in live):
+            # An online prompt is evaluated alone: a step that also carries every batch slot's
+            # token takes longer, and that wait is the online request's TTFT.
+            live = [s for s in live if s.req.online]
         if self._drop:
             for s in live:
                 if s.req.custom_id in self._drop:

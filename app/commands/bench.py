@@ -33,6 +33,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                       help="first-reply TTFT in fresh processes after a ~1,500-token system prompt saved in "
                            "the prompt cache by an earlier one, against no system prompt (3 alternating "
                            "rounds; a private cache folder); print cold_start_ttft_ratio")
+    mode.add_argument("--serve", action="store_true",
+                      help="`llamadesk serve` under 1, 4, 8 and 16 streaming clients against llama.cpp's "
+                           "llama-server (same model, slots and context), and online TTFT during a batch")
     p.add_argument("--messages", type=int, default=10_000, metavar="N", help="with --store (default 10000)")
     add_model_args(p)
     add_endpoint_args(p)  # --endpoint: the remote server's TTFT, decode and throughput at 1, 4, 8 at once
@@ -56,11 +59,16 @@ def _bench(args: argparse.Namespace) -> dict:
     """The one benchmark the (mutually exclusive) mode flags chose."""
     endpoint = endpoint_from_args(args)
     if endpoint is not None:
-        if args.store or args.batch or args.quality or args.cold_start or args.gui:
+        if args.store or args.batch or args.quality or args.cold_start or args.gui or args.serve:
             raise ValueError("--endpoint measures the server on its own: give no other benchmark mode")
         from app.bench.remote import run_remote_bench
 
         return run_remote_bench(endpoint, args.remote_model, args.remote_format, args.tokens, args.rounds)
+    if args.serve:
+        from app.bench.serve import run_serve_bench
+
+        return run_serve_bench(args.model, tokens=min(args.tokens, 64), threads=args.threads,
+                               flash_attn=args.flash_attn)
     if args.store:
         from app.bench.store import run as run_store_bench
 

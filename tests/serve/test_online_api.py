@@ -139,3 +139,18 @@ def test_llamadesks_remote_engine_gets_the_local_engines_fields(serve):
                  "kv_used", "n_ctx", "wall_decode_tok_s", "ttft_s", "prompt_tokens"):
         assert getattr(st, name) is not None, name
     assert json.dumps(st.to_json())  # the same record the local engine writes
+
+
+def test_bench_serve_compares_with_llama_server_in_one_run():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "app", "bench", "--serve", "--json", "--tokens", "8"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    for side in ("llamadesk", "llama_server"):
+        assert set(d[side]) == {"1", "4", "8", "16"}
+        assert all(v["aggregate_tok_s"] > 0 and v["p95_ttft_s"] >= v["p50_ttft_s"] for v in d[side].values())
+    assert set(d["aggregate_ratio"]) == {"1", "4", "8", "16"} and d["online_ttft_ratio"] > 0
+    assert d["batch_still_running"]  # the online TTFT was measured while the batch ran

@@ -1,0 +1,174 @@
+"""`llamadesk bench --serve`: `llamadesk serve` under load, against llama.cpp's llama-server.
+
+Both servers run in this one benchmark, one after the other, on the same
+model, slot count and per-slot context, and take the same load: 1, 4, 8 and
+16 concurrent streaming clients, each request greedy, exactly `tokens` long,
+without repeat penalty (the two servers' penalty samplers differ in cost, and
+that is not what is compared). Then, on LlamaDesk's server alone: online
+TTFT while a Batch API batch fills every slot, against TTFT when idle.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from app.engine.models import resolve_model
+
+LEVELS = (1, 4, 8, 16)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def llama_tools() -> Path | None:
+    """llama.cpp's tools built by packaging/build-llama-tools.sh, if they are."""
+    env = os.environ.get("LLAMADESK_LLAMA_TOOLS")
+    if env:
+        return Path(env)
+    script = ROOT / "packaging" / "build-llama-tools.sh"
+    if not script.exists():
+        return None
+    r = subprocess.run(["bash", str(script), "--print"], capture_output=True, text=True)
+    return Path(r.stdout.strip()) if r.returncode == 0 else None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Server:
+    def __init__(self, args: list[str], port: int, env: dict | None = None):
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        deadline = time.monotonic() + 120
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{args[0]} exited: {self.proc.stderr.read().decode()[-500:]}")
+            try:
+                if httpx.get(self.base + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{args[0]} did not start")
+            time.sleep(0.2)
+        models = httpx.get(self.base + "/v1/models", timeout=5).json()["data"]
+        self.model = models[0]["id"]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _one(base: str, model: str, i: int, tokens: int) -> tuple[float | None, int]:
+    """One streaming request: (TTFT, tokens received)."""
+    msgs = [{"role": "user", "content": f"{i}. Write a long story about a dragon."}]
+    body = {"model": model, "messages": msgs, "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
+            "repeat_penalty": 1.0, "stream": True}
+    t0 = time.perf_counter()
+    ttft, n = None, 0
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=600) as r:
+        for line in r.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            for c in chunk.get("choices") or ():
+                if (c.get("delta") or {}).get("content"):
+                    ttft = ttft if ttft is not None else time.perf_counter() - t0
+                    n += 1
+    return ttft, n
+
+
+def _load(base: str, model: str, clients: int, tokens: int) -> dict:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        rows = list(pool.map(lambda i: _one(base, model, i, tokens), range(clients * 2)))
+    wall = time.perf_counter() - t0
+    ttfts = sorted(t for t, _ in rows if t is not None)
+    p95 = ttfts[min(len(ttfts) - 1, int(round(0.95 * (len(ttfts) - 1))))] if ttfts else None
+    return {"requests": len(rows), "aggregate_tok_s": sum(n for _, n in rows) / wall,
+            "p50_ttft_s": statistics.median(ttfts) if ttfts else None, "p95_ttft_s": p95}
+
+
+def _sweep(srv: _Server, tokens: int) -> dict:
+    _one(srv.base, srv.model, -1, 4)  # warm up
+    return {str(n): _load(srv.base, srv.model, n, tokens) for n in LEVELS}
+
+
+def _ttft_during_batch(srv: _Server, slots: int, tokens: int) -> dict:
+    idle = [_one(srv.base, srv.model, 1000 + i, 4)[0] for i in range(3)]
+    lines = [json.dumps({"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
+                         "body": {"model": srv.model, "max_tokens": tokens * 4, "ignore_eos": True,
+                                  "messages": [{"role": "user", "content": f"{i}. Write a long essay."}]}})
+             for i in range(slots * 3)]
+    with httpx.Client(base_url=srv.base, timeout=60) as c:
+        fid = c.post("/v1/files", data={"purpose": "batch"},
+                     files={"file": ("load.jsonl", io.BytesIO("\n".join(lines).encode()))}).json()["id"]
+        bid = c.post("/v1/batches", json={"input_file_id": fid, "endpoint": "/v1/chat/completions",
+                                          "completion_window": "24h"}).json()["id"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # every batch slot busy
+            metrics = c.get("/metrics").text.splitlines()
+            busy = [ln for ln in metrics if ln.startswith("llamadesk_slots_busy ")]
+            if busy and float(busy[0].split()[1]) >= slots:
+                break
+            time.sleep(0.1)
+        during = [_one(srv.base, srv.model, 2000 + i, 4)[0] for i in range(3)]
+        still = c.get(f"/v1/batches/{bid}").json()["status"]
+        c.post(f"/v1/batches/{bid}/cancel")
+    idle_s, busy_s = statistics.median(idle), statistics.median(during)
+    return {"online_ttft_idle_s": idle_s, "online_ttft_during_batch_s": busy_s,
+            "online_ttft_ratio": busy_s / idle_s, "batch_still_running": still == "in_progress"}
+
+
+def run_serve_bench(model_path, slots: int = 16, slot_ctx: int = 2048, tokens: int = 64,
+                    threads: int | None = None, flash_attn: bool = False) -> dict:
+    """Flash attention as given for both (llama-server would pick it by itself: `-fa auto`)."""
+    model = resolve_model(model_path)
+    threads = threads or os.cpu_count() or 2
+    tools = llama_tools()
+    if tools is None or not (tools / "llama-server").exists():
+        raise ValueError("llama-server is not built: run packaging/build-llama-tools.sh")
+    result = {"model": model.name, "slots": slots, "slot_ctx": slot_ctx, "tokens": tokens, "threads": threads,
+              "flash_attn": flash_attn}
+    home = tempfile.mkdtemp(prefix="llamadesk-bench-serve-")
+    port = _free_port()
+    ours = _Server([sys.executable, "-m", "app", "serve", "--model", str(model), "--port", str(port),
+                    "--parallel", str(slots), "--ctx", str(slot_ctx), "--threads", str(threads),
+                    *(["--flash-attn"] if flash_attn else [])],
+                   port, {**os.environ, "XDG_DATA_HOME": home})
+    try:
+        result["llamadesk"] = _sweep(ours, tokens)
+        result.update(_ttft_during_batch(ours, slots, tokens))
+    finally:
+        ours.stop()
+    port = _free_port()
+    theirs = _Server([str(tools / "llama-server"), "-m", str(model), "--host", "127.0.0.1",
+                      "--port", str(port), "-np", str(slots), "-c", str(slots * slot_ctx), "-t", str(threads),
+                      "-fa", "on" if flash_attn else "off", "--no-webui"],
+                     port, {**os.environ, "LD_LIBRARY_PATH": str(tools)})
+    try:
+        result["llama_server"] = _sweep(theirs, tokens)
+    finally:
+        theirs.stop()
+    result["aggregate_ratio"] = {n: result["llamadesk"][n]["aggregate_tok_s"] /
+                                 result["llama_server"][n]["aggregate_tok_s"] for n in result["llamadesk"]}
+    return result
+
