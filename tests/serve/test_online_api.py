@@ -142,11 +142,15 @@ def test_llamadesks_remote_engine_gets_the_local_engines_fields(serve):
 
 
 def test_bench_serve_compares_with_llama_server_in_one_run():
+    import os
     import subprocess
     import sys
 
+    from tests.remote.servers import llama_tools
+
+    env = {**os.environ, "LLAMADESK_LLAMA_TOOLS": str(llama_tools())}  # the cache is in the real home
     r = subprocess.run([sys.executable, "-m", "app", "bench", "--serve", "--json", "--tokens", "8"],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     for side in ("llamadesk", "llama_server"):
