@@ -89,6 +89,7 @@ class AppConfig:
     preamble: bool = GenerationSettings.preamble
     endpoints: list[dict] = field(default_factory=list)  # SavedEndpoint.from_json each
     active_endpoint: str | None = None  # base_url of the server in use; None: model_path, locally
+    serve_port: int = 8765  # the window's own server (the Server panel), on 127.0.0.1
 
     def saved_endpoints(self) -> list[SavedEndpoint]:
         return [SavedEndpoint.from_json(d) for d in self.endpoints]
@@ -120,6 +121,8 @@ class AppConfig:
             raise ValueError(f"context length must be at least 256, got {self.n_ctx}")
         if self.n_threads < 0:
             raise ValueError(f"threads must be 0 (auto) or more, got {self.n_threads}")
+        if not 1024 <= self.serve_port <= 65535:
+            raise ValueError(f"the server port must be 1024 to 65535, got {self.serve_port}")
         self.generation().validate()
 
 

@@ -31,7 +31,8 @@ class Busy(Exception):
 class HostStats:
     """What the Server panel and /metrics read; updated on the engine thread."""
 
-    busy_slots: int = 0
+    busy_slots: int = 0  # of the n_slots batch slots
+    busy: int = 0  # of all n_slots + 1 (the one kept for online requests included)
     n_slots: int = 0
     queued: int = 0
     online_busy: int = 0
@@ -117,6 +118,7 @@ class ServeEngine:
             s = self.stats
             s.busy_slots, s.queued, s.online_busy = ev.busy_slots, ev.queued, ev.online_busy
             s.tok_s, s.generated = ev.tok_s, ev.generated
+            s.busy = sum(x is not None for x in self.engine.slots)
             return
         if isinstance(ev, RequestStarted):
             if ev.custom_id.startswith("o"):

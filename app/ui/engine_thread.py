@@ -196,11 +196,9 @@ class EngineBridge(QObject):
                            (w.replied, self.replied), (w.failed, self.failed))
         for src, dst in self._forwarded:
             src.connect(dst)
-        self.router = router
+        self.routers: list[ChatRouter] = []
         if router is not None:
-            router.chat_event.connect(self.event)
-            router.chat_replied.connect(self.replied)
-            router.chat_failed.connect(self.failed)
+            self.add_router(router)
         self.current: Job | None = None
         self.thread.start()
 
@@ -208,9 +206,16 @@ class EngineBridge(QObject):
         self.stop()
         self._request_load.emit(LoadRequest(path, options, remote))
 
+    def add_router(self, router: ChatRouter) -> None:
+        """Routers are asked in order (the Batch window's online slot, then the server's)."""
+        router.chat_event.connect(self.event)
+        router.chat_replied.connect(self.replied)
+        router.chat_failed.connect(self.failed)
+        self.routers.append(router)
+
     def submit(self, job: Job) -> Job:
         self.current = job
-        if self.router is None or not self.router.route(job):
+        if not any(r.route(job) for r in self.routers):
             self._request_generate.emit(job)
         return job
 

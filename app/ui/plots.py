@@ -53,6 +53,53 @@ class KvBar(QWidget):
         p.end()
 
 
+def draw_series(p: QPainter, r: QRectF, pts: list[tuple[float, float]], muted: QColor) -> None:
+    """A rate over time in `r`, scaled to its maximum, the last value and the maximum written."""
+    if len(pts) < 2:
+        return
+    t0, t1 = pts[0][0], pts[-1][0]
+    vmax = max(v for _, v in pts) * 1.15 or 1.0
+    span = (t1 - t0) or 1.0
+    poly = QPolygonF([QPointF(r.left() + r.width() * (t - t0) / span,
+                              r.bottom() - r.height() * v / vmax) for t, v in pts])
+    p.setPen(QPen(GENERATED, 1.6))
+    p.drawPolyline(poly)
+    p.setPen(muted)
+    p.drawText(r.adjusted(3, 1, -3, -1), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop,
+               f"{pts[-1][1]:.0f} (max {vmax / 1.15:.0f})")
+
+
+class SeriesPlot(QWidget):
+    """One titled rate over time (the Server panel's aggregate tok/s)."""
+
+    def __init__(self, title: str, parent=None):
+        super().__init__(parent)
+        self.title = title
+        self.series: list[tuple[float, float]] = []
+        self.setMinimumSize(180, 90)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+
+    def set_data(self, series) -> None:
+        if series != self.series:
+            self.series = series
+            self.update()
+
+    def paintEvent(self, _ev) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pal = self.palette()
+        muted = pal.color(QPalette.ColorRole.PlaceholderText)
+        p.fillRect(self.rect(), pal.color(QPalette.ColorRole.Base))
+        lh = p.fontMetrics().height()
+        r = QRectF(4, lh + 2, self.width() - 8, self.height() - lh - 6)
+        p.setPen(pal.color(QPalette.ColorRole.Text))
+        p.drawText(QPointF(4, lh - 3), self.title)
+        p.setPen(QPen(muted, 1, Qt.PenStyle.DotLine))
+        p.drawRect(r)
+        draw_series(p, r, self.series[-600:], muted)
+        p.end()
+
+
 class RatePlot(QWidget):
     """Top: decode tok/s over the current reply. Bottom: TTFT and tok/s per turn."""
 
@@ -99,19 +146,7 @@ class RatePlot(QWidget):
         p.end()
 
     def _draw_series(self, p: QPainter, r: QRectF, muted: QColor) -> None:
-        pts = self.series[-300:]
-        if len(pts) < 2:
-            return
-        t0, t1 = pts[0][0], pts[-1][0]
-        vmax = max(v for _, v in pts) * 1.15 or 1.0
-        span = (t1 - t0) or 1.0
-        poly = QPolygonF([QPointF(r.left() + r.width() * (t - t0) / span,
-                                  r.bottom() - r.height() * v / vmax) for t, v in pts])
-        p.setPen(QPen(GENERATED, 1.6))
-        p.drawPolyline(poly)
-        p.setPen(muted)
-        p.drawText(r.adjusted(3, 1, -3, -1), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop,
-                   f"{pts[-1][1]:.0f} (max {vmax / 1.15:.0f})")
+        draw_series(p, r, self.series[-300:], muted)
 
     def _draw_turns(self, p: QPainter, r: QRectF) -> None:
         turns = self.turns[-20:]

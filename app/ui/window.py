@@ -41,6 +41,8 @@ from app.ui.history_actions import HistoryActions
 from app.ui.history_panel import HistoryPanel
 from app.ui.message_bar import MessageBar
 from app.ui.model_bar import ModelBar
+from app.ui.server.panel import ServerPanel
+from app.ui.server.runner import ServerRunner
 from app.ui.server_actions import ServerActions
 from app.ui.settings_dialog import SettingsDialog
 
@@ -74,6 +76,9 @@ class MainWindow(QMainWindow):
         self.loaded: Loaded | None = None  # the loaded model: report, identity, weights handle
         self.batch_runner = BatchRunner(self)
         self.bridge = EngineBridge(router=self.batch_runner, parent=self)
+        self.server_runner = ServerRunner(self)
+        self.bridge.add_router(self.server_runner)
+        self.server_panel: ServerPanel | None = None
 
         self.model_bar = ModelBar()
         self.bar = MessageBar()
@@ -91,6 +96,9 @@ class MainWindow(QMainWindow):
         self.edit_button.setToolTip("Put the last question back in the box to edit and resend")
         self.batch_button = QPushButton("Batch…")
         self.batch_button.setToolTip("Decode a file of prompts together (Ctrl+B)")
+        self.serve_button = QPushButton("Serve…")
+        self.serve_button.setToolTip("Serve this model to other programs: an OpenAI-compatible API on "
+                                     "127.0.0.1, online and batch")
         self.batch_panel: BatchPanel | None = None  # created on first use
         self.store = self._open_store() if history else None
         self.recorder = None
@@ -123,6 +131,7 @@ class MainWindow(QMainWindow):
             actions.addWidget(b)
         actions.addStretch(1)
         actions.addWidget(self.batch_button)
+        actions.addWidget(self.serve_button)
         chat = QWidget()
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
@@ -160,6 +169,7 @@ class MainWindow(QMainWindow):
         self.regen_button.clicked.connect(self.flow.regenerate)
         self.edit_button.clicked.connect(self.flow.edit_last)
         self.batch_button.clicked.connect(self.open_batch)
+        self.serve_button.clicked.connect(self.open_server)
         self.flow.busy_changed.connect(lambda _b: self._update_actions())
         self.flow.reply_finished.connect(lambda _m: self._update_actions())
         self.bar.action_triggered.connect(self._on_bar_action)
@@ -193,6 +203,7 @@ class MainWindow(QMainWindow):
             self.flow.stop()
         if self.batch_panel is not None:
             self.batch_panel.shutdown()  # its context lives on the weights about to be freed
+        self.server_runner.stop("the model was changed: start serving again for the new one")
         self.flow.model_ready = False
         self.loaded = None  # its weights are about to be freed
         if isinstance(target, SavedEndpoint):
@@ -325,6 +336,38 @@ class MainWindow(QMainWindow):
         self.batch_panel.raise_()
         return self.batch_panel
 
+    def open_server(self) -> ServerPanel:
+        if self.server_panel is None:
+            self.server_panel = ServerPanel(self.server_runner, self.config.serve_port, parent=self)
+            self.server_panel.toggled.connect(self.set_serving)
+        self.server_panel.show()
+        self.server_panel.raise_()
+        return self.server_panel
+
+    def set_serving(self, on: bool) -> str | None:
+        """Start or stop the window's server; returns why it could not start, if it could not."""
+        if not on:
+            self.server_runner.stop()
+            return None
+        panel = self.open_server()
+        if self.loaded is None or self.loaded.model is None or not self.flow.model_ready:
+            why = ("serving needs a local model: this window chats through a server" if self.remote
+                   else "no model is loaded yet")
+            panel.show_problem(why)
+            return why
+        port = panel.port.value()
+        if port != self.config.serve_port:
+            self.config.serve_port = port
+            self._save()
+        from app import paths
+
+        why = self.server_runner.start(self.loaded.model, self.loaded.identity["file"], port,
+                                       slot_ctx=min(self.config.n_ctx, 8192),
+                                       data_dir=paths.data_dir() / "serve")
+        if why:
+            panel.show_problem(why)
+        return why
+
     # -- closing --------------------------------------------------------------
     def shutdown(self) -> bool:
         """Stop any reply, end the engine thread, free the model (idempotent)."""
@@ -334,6 +377,7 @@ class MainWindow(QMainWindow):
         self.flow.shutdown()
         if self.batch_panel is not None:
             self.batch_panel.shutdown()  # before the bridge frees the weights it decodes on
+        self.server_runner.stop()
         ok = self.bridge.shutdown(2.0)
         self._save()
         if self.store is not None:

@@ -1,0 +1,139 @@
+"""The Server panel: the switch, the URL to give other programs, and the server's load live.
+
+It reads the ServeEngine's counters on a timer (they are plain numbers the
+engine thread updates), so nothing here waits on the server.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QApplication,
+    QCheckBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui.message_bar import MessageBar
+from app.ui.plots import SeriesPlot
+from app.ui.server.runner import DEFAULT_PORT, ServerRunner
+
+HISTORY_S = 60.0
+
+
+class ServerPanel(QWidget):
+    toggled = Signal(bool)  # the user asked to start (True) or stop (False) serving
+
+    def __init__(self, runner: ServerRunner, port: int = DEFAULT_PORT, parent=None):
+        super().__init__(parent, Qt.WindowType.Window)
+        self.setWindowTitle("LlamaDesk — Server")
+        self.runner = runner
+        self.switch = QCheckBox()
+        self.port = QSpinBox()
+        self.port.setRange(1024, 65535)
+        self.port.setValue(port)
+        self.port.valueChanged.connect(self._label_switch)
+        self.url = QLineEdit()
+        self.url.setReadOnly(True)
+        self.copy = QPushButton("Copy")
+        self.copy.clicked.connect(lambda: QApplication.clipboard().setText(self.url.text()))
+        self.bar = MessageBar()
+        self.slots = QLabel("–")
+        self.queued = QLabel("–")
+        self.rate = QLabel("–")
+        self.plot = SeriesPlot("aggregate tok/s, last minute")
+        self.table = QTableWidget(0, 5)
+        self.table.setHorizontalHeaderLabels(["time", "request", "kind", "TTFT", "tok/s"])
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self._series: deque = deque()
+        self._t0 = time.monotonic()
+        self._last_shown = None
+        self.switch.toggled.connect(self.toggled)
+        runner.state_changed.connect(self._on_state)
+
+        row = QHBoxLayout()
+        row.addWidget(self.url, 1)
+        row.addWidget(self.copy)
+        form = QFormLayout()
+        form.addRow(self.switch)
+        form.addRow("Port", self.port)
+        form.addRow("OpenAI base URL", row)
+        form.addRow("Slots busy", self.slots)
+        form.addRow("Waiting", self.queued)
+        form.addRow("Aggregate", self.rate)
+        col = QVBoxLayout(self)
+        col.addWidget(self.bar)
+        col.addLayout(form)
+        col.addWidget(self.plot, 1)
+        col.addWidget(QLabel("recent requests"))
+        col.addWidget(self.table, 1)
+        self._timer = QTimer(self)
+        self._timer.setInterval(250)
+        self._timer.timeout.connect(self.refresh)
+        self._label_switch()
+        self._on_state(runner.serving, runner.url or "")
+        self.resize(560, 620)
+
+    def _label_switch(self) -> None:
+        self.switch.setText(f"Serve on http://127.0.0.1:{self.port.value()}")
+
+    def show_problem(self, line: str) -> None:
+        self.bar.show_message(line, "error")
+        self.switch.blockSignals(True)
+        self.switch.setChecked(False)
+        self.switch.blockSignals(False)
+
+    def _on_state(self, serving: bool, line: str) -> None:
+        self.switch.blockSignals(True)
+        self.switch.setChecked(serving)
+        self.switch.blockSignals(False)
+        self.port.setEnabled(not serving)
+        self.url.setText(line if serving else "")
+        self.copy.setEnabled(serving)
+        if serving:
+            self.bar.hide()
+            self._timer.start()
+        else:
+            self._timer.stop()
+            if line and line != "stopped":
+                self.bar.show_message(f"Not serving: {line}", "info")
+        self.refresh()
+
+    def refresh(self) -> None:
+        host = self.runner.host
+        if host is None:
+            self.slots.setText("–")
+            self.queued.setText("–")
+            self.rate.setText("not serving")
+            return
+        s = host.stats
+        batch = s.busy - s.online_busy
+        self.slots.setText(f"{s.busy} of {s.n_slots + 1} ({s.online_busy} online, {batch} batch)")
+        self.queued.setText(str(s.queued))
+        self.rate.setText(f"{s.tok_s:.1f} tok/s" if s.tok_s else "idle")
+        now = time.monotonic() - self._t0
+        self._series.append((now, s.tok_s or 0.0))
+        while self._series and now - self._series[0][0] > HISTORY_S:
+            self._series.popleft()
+        self.plot.set_data([(t - self._series[0][0], r) for t, r in self._series])
+        recent = list(s.recent)
+        if recent and recent[-1] != self._last_shown:
+            self._last_shown = recent[-1]
+            self.table.setRowCount(len(recent))
+            for row, (at, rid, ttft, rate, online) in enumerate(reversed(recent)):
+                cells = (time.strftime("%H:%M:%S", time.localtime(at)), rid, "online" if online else "batch",
+                         f"{ttft * 1000:.0f} ms" if ttft is not None else "–", f"{rate:.1f}" if rate else "–")
+                for c, text in enumerate(cells):
+                    self.table.setItem(row, c, QTableWidgetItem(text))
