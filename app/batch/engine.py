@@ -322,9 +322,9 @@ class BatchEngine:
         """The slots this step may advance (batch slots wait while paused); drops cancelled ones."""
         paused = self._paused
         live = [s for s in self.slots if s is not None and (s.req.online or not paused)]
-        if self.online_first and any(s.req.online and s.state is SlotState.PREFILLING for s in live):
-            # An online prompt is evaluated alone: a step that also carries every batch slot's
-            # token takes longer, and that wait is the online request's TTFT.
+        if self.online_first and any(s.req.online and not s.shown for s in live):
+            # Until an online request shows its first text, steps carry online slots only: a step
+            # that also carries every batch slot's token takes longer, and that is its TTFT.
             live = [s for s in live if s.req.online]
         if self._drop:
             for s in live:

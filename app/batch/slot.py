@@ -40,6 +40,7 @@ class Slot:
         self.cached = 0  # of those, kept from the sequence's previous request
         self.n_past = 0  # tokens of this sequence in the KV cache
         self.fed: list[int] = []  # generated tokens decoded into the KV cache
+        self.shown = False  # the first visible text went out
         self.pending: int | None = None  # DECODING: sampled, not yet decoded
         self.parts: list[str] = []
         self.stop_reason: str | None = None
@@ -79,6 +80,7 @@ class Slot:
 
     def _text(self, delta: str, now: float) -> None:
         if self.timer.text(now):
+            self.shown = True
             self._emit(FirstToken(now - self.queued_at))
         self.parts.append(delta)
         self._emit(TextDelta(delta, self.generated, now))
