@@ -128,7 +128,8 @@ def output_record(res: BatchResult, model_name: str) -> dict:
                          "finish_reason": "length" if st.stop_reason == "length" else "stop"}],
             "usage": {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.completion_tokens,
                       "total_tokens": (None if st.prompt_tokens is None or st.completion_tokens is None
-                                       else st.prompt_tokens + st.completion_tokens)},
+                                       else st.prompt_tokens + st.completion_tokens),
+                      "prompt_tokens_details": {"cached_tokens": st.cached_tokens}},
         }
         rec["response"] = {"status_code": 200, "request_id": body["id"], "body": body}
         rec["error"] = None

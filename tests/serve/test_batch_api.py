@@ -52,6 +52,7 @@ def test_a_batch_from_upload_to_output_and_error_files(client):
         body = o["response"]["body"]
         assert o["error"] is None and o["response"]["status_code"] == 200
         assert body["choices"][0]["message"]["content"] and body["usage"]["completion_tokens"] > 0
+        assert body["usage"]["prompt_tokens_details"]["cached_tokens"] >= 0
     errs = [json.loads(s) for s in client.files.content(done.error_file_id).text.splitlines()]
     assert [e["custom_id"] for e in errs] == ["broken"] and "messages" in errs[0]["error"]["message"]
     assert b.id in [x.id for x in client.batches.list()]
