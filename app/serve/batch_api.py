@@ -164,8 +164,12 @@ def add_batch_api(app: FastAPI, host: ServeEngine, model_id: str, data_dir: Path
         return len(live), sum(r.left() for r in live)
     metrics.batch_counts = counts
 
-    def missing(what: str, ident: str) -> ApiError:
-        return ApiError(404, f"No such {what}: {ident}", "id", "not_found")
+    def found(what: str, ident: str) -> dict:
+        """The file or batch `ident`, or the 404 OpenAI answers for one that is not there."""
+        row = store.file(ident) if what == "file" else store.batch(ident)
+        if row is None:
+            raise ApiError(404, f"No such {what}: {ident}", "id", "not_found")
+        return row
 
     @app.post("/v1/files")
     async def upload(request: Request):
@@ -193,17 +197,11 @@ def add_batch_api(app: FastAPI, host: ServeEngine, model_id: str, data_dir: Path
 
     @app.get("/v1/files/{fid}")
     async def get_file(fid: str):
-        f = store.file(fid)
-        if f is None:
-            raise missing("file", fid)
-        return file_object(f)
+        return file_object(found("file", fid))
 
     @app.get("/v1/files/{fid}/content")
     async def file_content(fid: str):
-        f = store.file(fid)
-        if f is None:
-            raise missing("file", fid)
-        return Response(Path(f["path"]).read_bytes(), media_type="application/jsonl")
+        return Response(Path(found("file", fid)["path"]).read_bytes(), media_type="application/jsonl")
 
     @app.post("/v1/batches")
     async def create(request: Request):
@@ -233,16 +231,11 @@ def add_batch_api(app: FastAPI, host: ServeEngine, model_id: str, data_dir: Path
 
     @app.get("/v1/batches/{bid}")
     async def get_batch(bid: str):
-        b = store.batch(bid)
-        if b is None:
-            raise missing("batch", bid)
-        return batch_object(b)
+        return batch_object(found("batch", bid))
 
     @app.post("/v1/batches/{bid}/cancel")
     async def cancel(bid: str):
-        b = store.batch(bid)
-        if b is None:
-            raise missing("batch", bid)
+        b = found("batch", bid)
         if b["status"] in ("validating", "in_progress"):
             store.update(bid, status="cancelling", cancelling_at=int(time.time()))
             run = runs.get(bid)

@@ -20,6 +20,7 @@ from app.chat.budget import fit_history
 from app.chat.session import Reply
 from app.engine.events import Finished
 from app.engine.loader import LoadedModel
+from app.engine.stats import ReplyStats
 
 log = logging.getLogger("llamadesk.ui.server")
 DEFAULT_PORT = 8765
@@ -127,9 +128,16 @@ class ServerRunner(QObject):
                     ev.stats.dropped_messages, ev.stats.dropped_tokens = len(fit.dropped), fit.dropped_tokens
                 self.chat_replied.emit(job, Reply(ev.text, ev.stats, fit.dropped if fit else []))
             elif isinstance(ev, RequestDone):
-                if not box.get("replied"):
-                    st = ev.result.stats
-                    self.chat_failed.emit(job, st.error or "cancelled", st.error_kind == "context_overflow")
+                st = ev.result.stats
+                if box.get("replied"):
+                    pass
+                elif st.error is None:  # stopped before it had a slot: a stop, not a failure
+                    self.chat_replied.emit(job, Reply("", ReplyStats(
+                        ttft_s=None, prefill_tokens=0, cached_tokens=0, prefill_s=0.0, prefill_tok_s=None,
+                        decode_tokens=0, decode_s=0.0, decode_tok_s=None, total_s=st.total_s or 0.0,
+                        kv_used=None, n_ctx=None, stop_reason="cancelled")))
+                else:
+                    self.chat_failed.emit(job, st.error, st.error_kind == "context_overflow")
             else:
                 self.chat_event.emit(job.id, ev)
 
