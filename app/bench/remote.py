@@ -65,6 +65,21 @@ def _concurrent(eng: RemoteChatEngine, n: int, tokens: int) -> dict:
             "median_ttft_s": _med([s.ttft_s for s in stats]), "errors": len(errors)}
 
 
+def _long_prompt_ttft(eng: RemoteChatEngine, rounds: int = 2) -> dict:
+    """TTFT where it matters, a long prompt: the client's against the server's prefill time."""
+    pairs = []
+    for i in range(rounds):
+        text = f"Text {i}: " + "The lighthouse keepers kept their logbooks for decades. " * 120
+        st = eng.reply([], text + "\nSummarize.", _greedy(2)).stats
+        if st.ttft_s and st.prefill_s:
+            pairs.append((st.ttft_s, st.prefill_s, st.prefill_tokens))
+    if not pairs:
+        return {"long_prompt_ttft_vs_server": None}
+    return {"long_prompt_tokens": pairs[-1][2], "long_prompt_ttft_s": _med([c for c, _, _ in pairs]),
+            "long_prompt_server_prefill_s": _med([p for _, p, _ in pairs]),
+            "long_prompt_ttft_vs_server": _med([c / p for c, p, _ in pairs])}
+
+
 def _second_turn(eng: RemoteChatEngine) -> int | None:
     q = "Tell me about lighthouses in two sentences."
     first = eng.reply([], q, _greedy(24))
@@ -80,6 +95,7 @@ def run_remote_bench(endpoint: Endpoint, model: str | None, prompt_format: str, 
         result = {"server": eng.info.kind, "version": eng.info.version, "base_url": endpoint.base_url,
                   "model": eng.remote_model.id, "n_ctx": eng.n_ctx, "tokens": tokens, "rounds": rounds}
         result.update(_single(eng, tokens, rounds))
+        result.update(_long_prompt_ttft(eng))
         levels = {str(n): _concurrent(eng, n, tokens) for n in CONCURRENCY}
         result["concurrency"] = levels
         base = levels["1"]["aggregate_tok_s"]
