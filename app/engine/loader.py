@@ -12,6 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import llama_cpp
 from llama_cpp import Llama
 
 from app.engine import backend
@@ -40,6 +41,7 @@ class LoadOptions:
     # prefill matmuls large. `llamadesk bench` measures the turn after a prefix.
     n_ubatch: int = 256
     chat_template: str | None = None  # overrides the GGUF's template
+    kv_type: str = "f16"  # KV-cache element type: f16, q8_0 or q4_0 (quantized V needs flash_attn)
 
     def threads(self) -> int:
         return self.n_threads or default_threads()
@@ -94,6 +96,10 @@ class LoadedModel:
         self.llm.close()
 
 
+KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0,
+            "q4_0": llama_cpp.GGML_TYPE_Q4_0}
+
+
 def _construct(path: Path, opts: LoadOptions, n_gpu_layers: int) -> Llama:
     return Llama(
         model_path=str(path),
@@ -104,6 +110,8 @@ def _construct(path: Path, opts: LoadOptions, n_gpu_layers: int) -> Llama:
         n_threads_batch=opts.threads(),
         n_gpu_layers=n_gpu_layers,
         flash_attn=opts.flash_attn,
+        type_k=KV_TYPES[opts.kv_type],
+        type_v=KV_TYPES[opts.kv_type],
         # Keep llama.cpp's small sliding-window cache: SWA layers attend over
         # every cell they hold, so a full-size one makes each step after a long
         # prefix slower. The price is that a rolled-back prefix may be gone,
@@ -121,6 +129,12 @@ MAX_THREADS = 512
 
 
 def _check_limits(p: Path, opts: LoadOptions) -> None:
+    if opts.kv_type not in KV_TYPES:
+        raise ModelLoadError(p, f"the KV-cache type must be one of {', '.join(KV_TYPES)}, "
+                                f"not {opts.kv_type!r}")
+    if opts.kv_type != "f16" and not opts.flash_attn:
+        raise ModelLoadError(p, f"a {opts.kv_type} KV cache needs flash attention (llama.cpp quantizes "
+                                "the V cache only with it): turn flash attention on")
     if opts.n_ctx > MAX_N_CTX:
         raise ModelLoadError(p, f"a context length of {opts.n_ctx:,} tokens is more than llama.cpp "
                                 f"can hold (at most {MAX_N_CTX:,}); lower the context length (--ctx)")

@@ -1,0 +1,116 @@
+"""`llamadesk compare`: the same prompts on 2 to 6 targets, one at a time, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.commands.common import add_sampling_args, note, sampling
+
+
+class _InOrder(argparse.Action):
+    """--model, --endpoint and --set kept in the order typed: --set applies to the target just
+    before it, which separate append lists would forget."""
+
+    def __call__(self, parser, ns, value, option=None):
+        items = list(getattr(ns, "order", None) or [])
+        items.append((self.dest, value))
+        ns.order = items
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("compare", help="compare models, settings and endpoints on the same prompts",
+                       description="Run PROMPT (or --prompts FILE) on each target, one at a time, "
+                                   "--repeat times each, and print medians side by side.")
+    p.add_argument("prompt", nargs="?", help="the prompt (or --prompts FILE)")
+    p.add_argument("--model", dest="model", action=_InOrder, metavar="PATH", help="a GGUF file (a target)")
+    p.add_argument("--endpoint", dest="endpoint", action=_InOrder, metavar="URL",
+                   help="an OpenAI-compatible server (a target)")
+    p.add_argument("--set", dest="set", action=_InOrder, metavar="KEY=VALUE",
+                   help="a setting of the target named just before it: threads, ctx, gpu_layers, "
+                        "flash_attn, kv, batch, ubatch, temperature, top_p, top_k, min_p, repeat_penalty, "
+                        "seed, max_tokens")
+    p.add_argument("--prompts", metavar="FILE", help="prompts, one per line (or batch JSONL)")
+    p.add_argument("--repeat", type=int, default=3, metavar="N",
+                   help="runs per prompt and target (default 3)")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the warm-up reply")
+    p.add_argument("--json", action="store_true", help='print one JSON object {"rows": [...]}')
+    p.add_argument("-o", "--export", metavar="FILE", help="also write FILE: .md, .csv or .json")
+    add_sampling_args(p, max_tokens=128)
+    p.set_defaults(order=None, temperature=0.0)
+    return p
+
+
+def _targets(args: argparse.Namespace):
+    from app.compare.targets import Target, apply_set, check_targets
+
+    targets = []
+    for kind, value in args.order or ():
+        if kind == "set":
+            if not targets:
+                raise ValueError(f"--set {value}: name a target (--model or --endpoint) before it")
+            apply_set(targets[-1], value)
+        elif kind == "model":
+            targets.append(Target("model", value))
+        else:
+            from app.remote.endpoint import Endpoint
+
+            targets.append(Target("endpoint", Endpoint.parse(value).base_url))
+    check_targets(targets)
+    return targets
+
+
+def _prompts(args: argparse.Namespace) -> list[str]:
+    if args.prompts and args.prompt:
+        raise ValueError("give PROMPT or --prompts FILE, not both")
+    if args.prompts:
+        from app.batchfile.requests import read_input
+
+        items = read_input(args.prompts, sampling(args))
+        bad = [it for it in items if it.error]
+        if bad:
+            raise ValueError(f"{args.prompts}: line {bad[0].line}: {bad[0].error}")
+        return [it.request.messages[-1].content for it in items]
+    if not args.prompt or not args.prompt.strip():
+        raise ValueError("the prompt is empty")
+    return [args.prompt]
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.commands.ask import generate_interruptibly
+    from app.compare.report import EXPORTERS, to_json, to_table
+    from app.compare.run import run_comparison
+
+    if not 1 <= args.repeat <= 100:
+        raise ValueError(f"--repeat must be between 1 and 100, got {args.repeat}")
+    targets, prompts, settings = _targets(args), _prompts(args), sampling(args)
+    out = Path(args.export) if args.export else None
+    if out is not None and out.suffix.lower() not in EXPORTERS:
+        raise ValueError(f"{out}: the export must end in .md, .csv or .json")
+
+    def progress(label: str, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r\x1b[2K{done}/{total} · {label}")
+            sys.stderr.flush()
+
+    cmp = generate_interruptibly(lambda cancel: run_comparison(targets, prompts, settings, args.repeat,
+                                                              args.warmup, progress, cancel))
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[2K")
+    if out is not None:
+        out.write_text(EXPORTERS[out.suffix.lower()](cmp), encoding="utf-8")
+        note(f"wrote {out}")
+    if args.json:
+        json.dump(to_json(cmp), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(to_table(cmp))
+    failed = [r for r in cmp.rows if r.error and not r.runs]
+    for r in failed:
+        note(r.error if r.error.startswith(r.target.where) else f"{r.target.label}: {r.error}")
+    if cmp.cancelled:
+        note("interrupted: the table holds what finished")
+        return 130
+    return 0

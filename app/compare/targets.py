@@ -1,0 +1,103 @@
+"""What is compared: a local model file with its settings, or a remote endpoint.
+
+`--set KEY=VALUE` names the load and sampling settings in the words a user
+types (threads, ctx, gpu_layers, flash_attn, kv, batch, temperature, ...),
+each checked here so a bad value is refused before anything loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from app.engine.loader import LoadOptions
+from app.engine.sampling import GenerationSettings
+
+LOAD_KEYS = {"threads": "n_threads", "ctx": "n_ctx", "gpu_layers": "n_gpu_layers", "flash_attn": "flash_attn",
+             "kv": "kv_type", "batch": "n_batch", "ubatch": "n_ubatch"}
+SAMPLING_KEYS = {"temperature": float, "top_p": float, "top_k": int, "min_p": float, "repeat_penalty": float,
+                 "seed": int, "max_tokens": int}
+MIN_TARGETS, MAX_TARGETS = 2, 6
+
+
+@dataclass
+class Target:
+    kind: str  # "model" or "endpoint"
+    where: str  # a path, or a base URL
+    load: LoadOptions = field(default_factory=lambda: LoadOptions(n_ctx=4096))
+    sampling: dict = field(default_factory=dict)  # overrides of the comparison's settings
+    settings_text: list[str] = field(default_factory=list)  # the --set items as typed
+    remote_model: str | None = None
+
+    @property
+    def label(self) -> str:
+        base = Path(self.where).name if self.kind == "model" else self.where
+        return base + (f" [{', '.join(self.settings_text)}]" if self.settings_text else "")
+
+    def settings(self, base: GenerationSettings) -> GenerationSettings:
+        s = replace(base, **self.sampling)
+        s.validate()
+        return s
+
+    def describe(self) -> dict:
+        """The settings that make this target what it is, for the record and the exports."""
+        if self.kind == "endpoint":
+            return {"endpoint": self.where, "remote_model": self.remote_model, **self.sampling}
+        lo = self.load
+        return {"model": self.where, "threads": lo.threads(), "ctx": lo.n_ctx, "gpu_layers": lo.n_gpu_layers,
+                "flash_attn": lo.flash_attn, "kv": lo.kv_type, "batch": lo.n_batch, **self.sampling}
+
+
+def _bool(key: str, v: str) -> bool:
+    low = v.strip().lower()
+    if low in ("1", "true", "on", "yes"):
+        return True
+    if low in ("0", "false", "off", "no"):
+        return False
+    raise ValueError(f"--set {key}= takes on or off, got {v!r}")
+
+
+def _int(key: str, v: str, lo: int, hi: int = 2**31 - 1) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise ValueError(f"--set {key}= takes a whole number, got {v!r}") from None
+    if not lo <= n <= hi:
+        raise ValueError(f"--set {key}= must be between {lo} and {hi}, got {n}")
+    return n
+
+
+def apply_set(t: Target, item: str) -> None:
+    """One `KEY=VALUE` onto target `t`; ValueError names what is wrong."""
+    key, sep, value = item.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep or not key:
+        raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
+    if key in SAMPLING_KEYS:
+        try:
+            t.sampling[key] = SAMPLING_KEYS[key](value)
+        except ValueError:
+            raise ValueError(f"--set {key}= takes a number, got {value!r}") from None
+        replace(GenerationSettings(), **t.sampling).validate()
+    elif key in LOAD_KEYS:
+        if t.kind == "endpoint":
+            raise ValueError(f"--set {key}= is a load setting; an endpoint's server decides it")
+        if key == "flash_attn":
+            t.load.flash_attn = _bool(key, value)
+        elif key == "kv":
+            if value not in ("f16", "q8_0", "q4_0"):
+                raise ValueError(f"--set kv= takes f16, q8_0 or q4_0, got {value!r}")
+            t.load.kv_type = value
+        else:
+            lo = -1 if key == "gpu_layers" else 1 if key in ("threads", "batch", "ubatch") else 256
+            setattr(t.load, LOAD_KEYS[key], _int(key, value, lo))
+    else:
+        known = ", ".join([*LOAD_KEYS, *SAMPLING_KEYS])
+        raise ValueError(f"--set {key}: unknown setting (known: {known})")
+    t.settings_text.append(f"{key}={value}")
+
+
+def check_targets(targets: list[Target]) -> None:
+    if not MIN_TARGETS <= len(targets) <= MAX_TARGETS:
+        raise ValueError(f"compare takes {MIN_TARGETS} to {MAX_TARGETS} targets (--model, --endpoint), "
+                         f"got {len(targets)}")
