@@ -102,6 +102,12 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         out.write_text(EXPORTERS[out.suffix.lower()](cmp), encoding="utf-8")
         note(f"wrote {out}")
+    from app.compare import saved
+
+    try:  # kept in the history, for the Compare window's "Earlier" list
+        saved.save(to_json(cmp))
+    except OSError as e:
+        note(f"could not keep the comparison in the history: {e}")
     if args.json:
         json.dump(to_json(cmp), sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -109,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         print(to_table(cmp))
     failed = [r for r in cmp.rows if r.error and not r.runs]
     for r in failed:
-        note(r.error if r.error.startswith(r.target.where) else f"{r.target.label}: {r.error}")
+        named = r.target.where and r.error.startswith(r.target.where)
+        note(r.error if named else f"{r.target.label}: {r.error}")
     if cmp.cancelled:
         note("interrupted: the table holds what finished")
         return 130

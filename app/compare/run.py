@@ -108,7 +108,7 @@ def _open(t: Target):
         return RemoteChatEngine(Endpoint.parse(t.where), t.remote_model)
     from app.chat.session import ChatEngine
 
-    return ChatEngine.open(t.where, t.load, prompt_cache=False)
+    return ChatEngine.open(t.where or None, t.load, prompt_cache=False)
 
 
 def run_comparison(targets: list[Target], prompts: list[str], settings: GenerationSettings, repeat: int = 3,

@@ -23,7 +23,7 @@ MIN_TARGETS, MAX_TARGETS = 2, 6
 @dataclass
 class Target:
     kind: str  # "model" or "endpoint"
-    where: str  # a path, or a base URL
+    where: str  # a path ("" for the bundled default model), or a base URL
     load: LoadOptions = field(default_factory=lambda: LoadOptions(n_ctx=4096))
     sampling: dict = field(default_factory=dict)  # overrides of the comparison's settings
     settings_text: list[str] = field(default_factory=list)  # the --set items as typed
@@ -31,7 +31,10 @@ class Target:
 
     @property
     def label(self) -> str:
-        base = Path(self.where).name if self.kind == "model" else self.where
+        if self.kind == "model":
+            base = Path(self.where).name if self.where else "bundled default model"
+        else:
+            base = self.where
         return base + (f" [{', '.join(self.settings_text)}]" if self.settings_text else "")
 
     def settings(self, base: GenerationSettings) -> GenerationSettings:

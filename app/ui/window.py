@@ -34,6 +34,7 @@ from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
 from app.ui.chat_flow import ChatFlow
 from app.ui.chat_view import ChatView
+from app.ui.compare.window import CompareWindow, compare_choices
 from app.ui.composer import Composer
 from app.ui.engine_thread import EngineBridge, Loaded
 from app.ui.gauges import GaugesPanel
@@ -41,6 +42,7 @@ from app.ui.history_actions import HistoryActions
 from app.ui.history_panel import HistoryPanel
 from app.ui.message_bar import MessageBar
 from app.ui.model_bar import ModelBar
+from app.ui.server import switch
 from app.ui.server.panel import ServerPanel
 from app.ui.server.runner import ServerRunner
 from app.ui.server_actions import ServerActions
@@ -96,6 +98,10 @@ class MainWindow(QMainWindow):
         self.edit_button.setToolTip("Put the last question back in the box to edit and resend")
         self.batch_button = QPushButton("Batch…")
         self.batch_button.setToolTip("Decode a file of prompts together (Ctrl+B)")
+        self.compare_button = QPushButton("Compare…")
+        self.compare_button.setToolTip("Compare models, settings and servers on the same prompts "
+                                       "(Ctrl+Shift+C)")
+        self.compare_window: CompareWindow | None = None
         self.serve_button = QPushButton("Serve…")
         self.serve_button.setToolTip("Serve this model to other programs: an OpenAI-compatible API on "
                                      "127.0.0.1, online and batch")
@@ -131,6 +137,7 @@ class MainWindow(QMainWindow):
             actions.addWidget(b)
         actions.addStretch(1)
         actions.addWidget(self.batch_button)
+        actions.addWidget(self.compare_button)
         actions.addWidget(self.serve_button)
         chat = QWidget()
         col = QVBoxLayout(chat)
@@ -170,6 +177,7 @@ class MainWindow(QMainWindow):
         self.edit_button.clicked.connect(self.flow.edit_last)
         self.batch_button.clicked.connect(self.open_batch)
         self.serve_button.clicked.connect(self.open_server)
+        self.compare_button.clicked.connect(self.open_compare)
         self.flow.busy_changed.connect(lambda _b: self._update_actions())
         self.flow.reply_finished.connect(lambda _m: self._update_actions())
         self.bar.action_triggered.connect(self._on_bar_action)
@@ -177,7 +185,7 @@ class MainWindow(QMainWindow):
         for keys, slot in (("Ctrl+N", self.new_chat), ("Esc", self.flow.stop),
                            ("Ctrl+Shift+S", self.toggle_streaming),
                            ("Ctrl+L", self.focus_composer), ("Ctrl+,", self.open_settings),
-                           ("Ctrl+B", self.open_batch)):
+                           ("Ctrl+B", self.open_batch), ("Ctrl+Shift+C", self.open_compare)):
             sc = QShortcut(QKeySequence(keys), self)
             sc.setContext(Qt.ShortcutContext.WindowShortcut)
             sc.activated.connect(slot)
@@ -337,36 +345,20 @@ class MainWindow(QMainWindow):
         return self.batch_panel
 
     def open_server(self) -> ServerPanel:
-        if self.server_panel is None:
-            self.server_panel = ServerPanel(self.server_runner, self.config.serve_port, parent=self)
-            self.server_panel.toggled.connect(self.set_serving)
-        self.server_panel.show()
-        self.server_panel.raise_()
-        return self.server_panel
+        return switch.open_panel(self)
 
     def set_serving(self, on: bool) -> str | None:
         """Start or stop the window's server; returns why it could not start, if it could not."""
-        if not on:
-            self.server_runner.stop()
-            return None
-        panel = self.open_server()
-        if self.loaded is None or self.loaded.model is None or not self.flow.model_ready:
-            why = ("serving needs a local model: this window chats through a server" if self.remote
-                   else "no model is loaded yet")
-            panel.show_problem(why)
-            return why
-        port = panel.port.value()
-        if port != self.config.serve_port:
-            self.config.serve_port = port
-            self._save()
-        from app import paths
+        return switch.set_serving(self, on)
 
-        why = self.server_runner.start(self.loaded.model, self.loaded.identity["file"], port,
-                                       slot_ctx=min(self.config.n_ctx, 8192),
-                                       data_dir=paths.data_dir() / "serve")
-        if why:
-            panel.show_problem(why)
-        return why
+    def open_compare(self) -> CompareWindow:
+        if self.compare_window is None:
+            self.compare_window = CompareWindow(lambda: compare_choices(self.model_bar),
+                                                lambda: self.config.generation(), parent=self)
+        self.compare_window.refresh_choices()
+        self.compare_window.show()
+        self.compare_window.raise_()
+        return self.compare_window
 
     # -- closing --------------------------------------------------------------
     def shutdown(self) -> bool:
@@ -378,6 +370,8 @@ class MainWindow(QMainWindow):
         if self.batch_panel is not None:
             self.batch_panel.shutdown()  # before the bridge frees the weights it decodes on
         self.server_runner.stop()
+        if self.compare_window is not None:
+            self.compare_window.shutdown()
         ok = self.bridge.shutdown(2.0)
         self._save()
         if self.store is not None:
