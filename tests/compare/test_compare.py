@@ -108,3 +108,13 @@ def test_cancel_stops_the_running_target_and_skips_the_rest(model_path):
     assert cmp.cancelled
     assert len(cmp.rows[0].runs) == 1 and cmp.rows[0].error == "cancelled"
     assert cmp.rows[1].runs == [] and "cancelled" in cmp.rows[1].error
+
+
+def test_a_prompt_too_long_for_one_targets_context_fails_that_row_only(model_path):
+    long = "Tell me about lighthouses. " * 120
+    r = _compare(long, "--model", str(model_path), "--set", "ctx=256", "--model", str(model_path),
+                 "--set", "ctx=2048", "--max-tokens", "4", "--repeat", "1", "--no-warmup", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert rows[0]["runs"] == 0 and "context" in rows[0]["error"]
+    assert rows[1]["runs"] == 1 and rows[1]["error"] is None
