@@ -114,6 +114,20 @@ def _reuse(dec: Decoder, rounds: int) -> dict:
             "reuse_ttft_ratio": statistics.median(with_cache) / statistics.median(alone)}
 
 
+def _utilization(model: LoadedModel, position: int, decode_tok_s: float) -> dict:
+    """How close the decode ran to the memory limit: bytes a step reads at the run's middle
+    position, against the probed peak (app.engine.utilization)."""
+    from app.engine.utilization import peak_bandwidth, token_bytes
+
+    tb = token_bytes(model.header, position, model.options.kv_type)
+    peak, source = peak_bandwidth(model.report.n_threads)
+    return {"bytes_per_token": tb.total, "weight_bytes_per_token": tb.weights, "kv_bytes_per_token": tb.kv,
+            "peak_read_gbs": peak / 1e9, "peak_source": source,
+            "achieved_read_gbs": decode_tok_s * tb.total / 1e9,
+            "decode_bw_utilization": decode_tok_s * tb.total / peak,
+            "decode_ceiling_tok_s": peak / tb.total}
+
+
 def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: int = 5) -> dict:
     opts.n_ctx = max(opts.n_ctx, 2048)
     model = load_model(resolve_model(model_path), opts)
@@ -142,6 +156,7 @@ def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: i
             "decode_ratio": statistics.median(e["decode_tok_s"] / r["decode_tok_s"]
                                               for e, r in zip(eng, raw)),
         }
+        result.update(_utilization(model, len(prompt) + tokens // 2, result["engine_decode_tok_s"]))
         result.update(_reuse(dec, max(3, rounds // 2)))
         return result
     finally:

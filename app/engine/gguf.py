@@ -56,6 +56,7 @@ class GGUFHeader:
     metadata: dict = field(default_factory=dict)
     tensor_count: int = 0
     parameters: int = 0
+    tensors: dict = field(default_factory=dict)  # name -> (elements, bytes), from the tensor table
 
     @property
     def architecture(self) -> str:
@@ -183,8 +184,9 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
             raise ModelFileError(p, "has no tensors (a vocabulary-only GGUF cannot generate text)")
         data_end = 0
         params = 0
+        tensors = {}
         for _ in range(n_tensors):
-            r.skip_string()
+            name = r.string()
             n_dims = r.unpack("<I")
             n_elems = 1
             for _ in range(n_dims):
@@ -193,6 +195,7 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
             offset = r.unpack("<Q")
             params += n_elems
             blk, nbytes = _TYPE_SIZES.get(ttype, (1, 0))
+            tensors[name] = (n_elems, n_elems // blk * nbytes)
             data_end = max(data_end, offset + n_elems // blk * nbytes)
         align = int(meta.get("general.alignment", 32)) or 32
         data_start = (r.pos + align - 1) // align * align
@@ -207,6 +210,7 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
             p, f"truncated GGUF: tensor data needs {data_start + data_end} bytes, file has {size}"
         )
     header.parameters = params
+    header.tensors = tensors
     return header
 
 

@@ -1,0 +1,132 @@
+"""Utilization, the third measurement: how close decoding runs to this machine's memory limit.
+
+A decode step reads every weight once (an embedding lookup reads one row; a
+tied output matrix is read in full as the output projection) plus the KV
+cache up to the current position, so `bytes_per_token x tok/s` is the
+bandwidth the step achieved, and `peak / bytes_per_token` is the fastest this
+model can decode here. The peak comes from a short probe: threads summing
+disjoint parts of a large array, which numpy does with the GIL released, the
+way ggml's threads stream the weights. Kept in the cache folder per CPU and
+thread count, because it is a property of the machine, not of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import threading
+import time
+from dataclasses import dataclass
+
+from app import paths
+from app.engine.gguf import GGUFHeader
+
+PROBE_BYTES = 1 << 29  # 512 MiB: far past any cache, short enough to take a second
+KV_ELEMENT_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+
+
+@dataclass
+class TokenBytes:
+    weights: int  # read once per decode step
+    kv: int  # the KV cache read at the given position
+    position: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv
+
+
+def weight_bytes(h: GGUFHeader) -> int:
+    """What one decode step reads from the weights, by the tensor table."""
+    total = sum(b for _, b in h.tensors.values())
+    embd = h.tensors.get("token_embd.weight")
+    if embd is not None and "output.weight" in h.tensors:
+        vocab = _meta(h, "vocab_size") or len(h.metadata.get("tokenizer.ggml.tokens") or ()) or 0
+        if vocab:  # a separate output matrix: the embedding gives one row per token
+            total -= embd[1] - embd[1] // vocab
+    return total
+
+
+def _meta(h: GGUFHeader, key: str):
+    return h.metadata.get(f"{h.architecture}.{key}")
+
+
+def kv_bytes(h: GGUFHeader, position: int, kv_type: str = "f16") -> int:
+    """K and V read by every layer at `position`; a sliding-window layer reads its window only.
+
+    Which layers slide is per architecture; llama.cpp's Gemma 3 has one full-attention
+    layer in six, the only sliding pattern among the GGUF keys read here."""
+    layers = _meta(h, "block_count") or 0
+    kv_heads = _meta(h, "attention.head_count_kv") or _meta(h, "attention.head_count") or 0
+    k_len = _meta(h, "attention.key_length") or 0
+    v_len = _meta(h, "attention.value_length") or k_len
+    if not k_len and _meta(h, "embedding_length") and _meta(h, "attention.head_count"):
+        k_len = v_len = _meta(h, "embedding_length") // _meta(h, "attention.head_count")
+    window = _meta(h, "attention.sliding_window")
+    per_pos = kv_heads * (k_len + v_len) * KV_ELEMENT_BYTES.get(kv_type, 2.0)
+    if window and h.architecture == "gemma3":
+        full = layers // 6
+        return int(per_pos * (full * position + (layers - full) * min(position, window)))
+    return int(per_pos * layers * position)
+
+
+def token_bytes(h: GGUFHeader, position: int, kv_type: str = "f16") -> TokenBytes:
+    return TokenBytes(weight_bytes(h), kv_bytes(h, position, kv_type), position)
+
+
+def probe_bandwidth(threads: int, size: int = PROBE_BYTES, rounds: int = 3) -> float:
+    """Bytes per second the machine reads with `threads` threads: the best of `rounds`."""
+    import numpy as np
+
+    data = np.ones(size // 4, dtype=np.float32)
+    parts = np.array_split(data, threads)
+    best = 0.0
+    for _ in range(rounds):
+        start = threading.Barrier(threads + 1)
+
+        def read(part, start=start):
+            start.wait()
+            part.sum()
+        workers = [threading.Thread(target=read, args=(p,)) for p in parts]
+        for w in workers:
+            w.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for w in workers:
+            w.join()
+        best = max(best, data.nbytes / (time.perf_counter() - t0))
+    return best
+
+
+def _key(threads: int) -> str:
+    return f"{platform.machine()}|{platform.processor() or _cpu_model()}|{threads}"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def peak_bandwidth(threads: int, remeasure: bool = False) -> tuple[float, str]:
+    """(bytes/s, where the figure comes from), measured once per CPU and thread count."""
+    f = paths.cache_dir() / "bandwidth.json"
+    try:
+        known = json.loads(f.read_text()) if f.exists() else {}
+    except (OSError, ValueError):
+        known = {}
+    key = _key(threads)
+    if not remeasure and isinstance(known.get(key), (int, float)):
+        return float(known[key]), f"probe ({threads} threads, measured earlier)"
+    bw = probe_bandwidth(threads)
+    known[key] = bw
+    try:
+        f.write_text(json.dumps(known, indent=1))
+    except OSError:
+        pass  # the figure still holds for this run
+    return bw, f"probe ({threads} threads)"

@@ -1,0 +1,56 @@
+"""Bytes a decode step reads, from the GGUF tensor table, and the machine's peak read rate."""
+
+from __future__ import annotations
+
+from app.engine.gguf import GGUFHeader, read_header
+from app.engine.utilization import kv_bytes, peak_bandwidth, probe_bandwidth, token_bytes, weight_bytes
+
+
+def test_weight_bytes_match_the_files_tensor_data(model_path):
+    h = read_header(model_path)
+    w = weight_bytes(h)
+    # Second route: the file is its header (a few MB of vocabulary) and its tensor data, each
+    # tensor padded to 32 bytes at most; a tied output matrix means every weight is read.
+    assert "output.weight" not in h.tensors
+    header_and_padding = model_path.stat().st_size - w
+    assert 0 < header_and_padding < 8 << 20, header_and_padding
+    assert w == sum(b for _, b in h.tensors.values())
+
+
+def test_a_separate_output_matrix_leaves_the_embedding_a_row_per_token():
+    h = GGUFHeader(path=None, version=3, size=0, metadata={"general.architecture": "llama",
+                                                             "llama.vocab_size": 1000})
+    h.tensors = {"token_embd.weight": (1000 * 64, 64_000), "output.weight": (1000 * 64, 64_000),
+                 "blk.0.attn_q.weight": (64 * 64, 4096)}
+    assert weight_bytes(h) == 64 + 64_000 + 4096
+
+
+def test_kv_grows_with_position_and_a_sliding_window_caps_most_layers(model_path):
+    h = read_header(model_path)  # Gemma 3: a 512-token window on five layers in six
+    assert kv_bytes(h, 100) == 2 * kv_bytes(h, 50)
+    assert kv_bytes(h, 4000) < 2 * kv_bytes(h, 2000)  # the windowed layers stopped growing
+    tb = token_bytes(h, 300)
+    assert tb.total == tb.weights + tb.kv and tb.kv < tb.weights / 10
+
+
+def test_the_probe_is_positive_and_steady_and_kept_per_machine():
+    a, b = probe_bandwidth(1, size=1 << 27), probe_bandwidth(1, size=1 << 27)
+    assert a > 0.5e9 and b > 0.5e9 and 0.5 < a / b < 2
+    first, src = peak_bandwidth(1)
+    again, src2 = peak_bandwidth(1)
+    assert again == first and "measured earlier" in src2 and "measured earlier" not in src
+
+
+def test_bench_reports_utilization_and_the_ceiling(model_path):
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "app", "bench", "--json", "--tokens", "16", "--rounds", "1",
+                        "--model", str(model_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["bytes_per_token"] > 200e6 and d["peak_read_gbs"] > 0 and d["peak_source"].startswith("probe")
+    assert 0 < d["decode_bw_utilization"] < 1.5
+    assert abs(d["decode_ceiling_tok_s"] * d["decode_bw_utilization"] - d["engine_decode_tok_s"]) < 1e-6 * \
+        d["engine_decode_tok_s"] + 1e-9
