@@ -45,6 +45,10 @@ class Snapshot:
     kv_cached_disk: int = 0  # of kv_cached, loaded from the prompt cache on disk
     source: str | None = None  # the server that answered (None: this process's llama.cpp)
     wall_decode_tok_s: float | None = None  # final: the rate the reply arrived at
+    bw_gbs: float | None = None  # memory read rate the decode achieves (live, then final)
+    bw_utilization: float | None = None  # of the machine's peak
+    ceiling_tok_s: float | None = None  # peak / bytes a step reads: the fastest decode possible here
+    bw_source: str | None = None  # where the peak comes from
 
 
 @dataclass
@@ -67,6 +71,7 @@ class LiveGauges:
     deltas: deque = field(default_factory=lambda: deque(maxlen=512))
     series: list[tuple[float, float]] = field(default_factory=list)
     turns: deque = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
+    limits: object = None  # engine.utilization.Limits of the loaded model, if it has one
     _last_sample: float = 0.0
 
     def start(self, now: float, max_tokens: int, n_ctx: int) -> None:
@@ -141,6 +146,11 @@ class LiveGauges:
             remaining = max(0, self.max_tokens - self.generated) / rate
         st = self.stats
         recent = [t for t, _ in self.turns if t is not None][-5:]
+        bw = util = ceiling = None
+        if self.limits is not None and (st is None or st.source is None):
+            position = self.cached + (self.new_total if st else self.new_done) + self.generated
+            bw, util, ceiling = self.limits.at(max(position, 1), rate if self.active else
+                                               (st.decode_tok_s if st else None))
         return Snapshot(
             active=self.active, phase=self.phase, ttft_s=ttft, ttft_final=self.ttft is not None,
             elapsed_s=elapsed, rate_tok_s=rate,
@@ -155,4 +165,6 @@ class LiveGauges:
             rate_series=list(self.series), turns=list(self.turns), recent_ttft=recent,
             kv_cached_disk=st.cached_disk_tokens if st else self.cached_disk,
             source=st.source if st else None, wall_decode_tok_s=st.wall_decode_tok_s if st else None,
+            bw_gbs=bw / 1e9 if bw else None, bw_utilization=util, ceiling_tok_s=ceiling,
+            bw_source=self.limits.source if self.limits is not None else None,
         )

@@ -21,6 +21,7 @@ from app.engine.prompt import Msg, chat_format, reply_stops
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
+from app.engine.utilization import limits_for
 
 
 @dataclass
@@ -40,6 +41,7 @@ class ChatEngine:
         self.model = model
         self.decoder = Decoder(model, PromptCache(model) if prompt_cache else None)
         self.format, self.notice = chat_format(model)
+        self.limits = limits_for(model)  # None on a GPU: the probe reads the CPU's memory
         self._prefixes: dict[tuple[str | None, bool], list[int] | None] = {}
 
     @classmethod
@@ -109,6 +111,8 @@ class ChatEngine:
         done = self.decoder.generate(fit.tokens, run, on_event, cancel, shared_prefix=shared)
         done.stats.dropped_messages = len(fit.dropped)
         done.stats.dropped_tokens = fit.dropped_tokens
+        if self.limits is not None and done.stats.kv_used:
+            done.stats.bw_utilization = self.limits.at(done.stats.kv_used, done.stats.decode_tok_s)[1]
         return Reply(done.text, done.stats, fit.dropped)
 
     def close(self) -> None:

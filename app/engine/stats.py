@@ -37,6 +37,9 @@ class ReplyStats:
     # Where the reply was computed: None for this process's llama.cpp, else the
     # server ("llama-server at 127.0.0.1:8080"); its figures are the server's.
     source: str | None = None
+    # Of the machine's peak memory read rate, the share this reply's decode used (CPU only):
+    # bytes a step reads x decode tok/s / the probed peak (app.engine.utilization).
+    bw_utilization: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)

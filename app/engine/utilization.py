@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from app import paths
 from app.engine.gguf import GGUFHeader
 
-PROBE_BYTES = 1 << 29  # 512 MiB: far past any cache, short enough to take a second
+PROBE_BYTES = 1 << 28  # 256 MiB: past the last-level cache of any common CPU, read in ~10 ms
 KV_ELEMENT_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 
 
@@ -74,7 +74,7 @@ def token_bytes(h: GGUFHeader, position: int, kv_type: str = "f16") -> TokenByte
     return TokenBytes(weight_bytes(h), kv_bytes(h, position, kv_type), position)
 
 
-def probe_bandwidth(threads: int, size: int = PROBE_BYTES, rounds: int = 3) -> float:
+def probe_bandwidth(threads: int, size: int = PROBE_BYTES, rounds: int = 4) -> float:
     """Bytes per second the machine reads with `threads` threads: the best of `rounds`."""
     import numpy as np
 
@@ -130,3 +130,44 @@ def peak_bandwidth(threads: int, remeasure: bool = False) -> tuple[float, str]:
     except OSError:
         pass  # the figure still holds for this run
     return bw, f"probe ({threads} threads)"
+
+
+_PEAKS: dict[int, tuple[float, str]] = {}  # this process's figures, one probe per thread count
+
+
+def peak_for(threads: int) -> tuple[float, str]:
+    """peak_bandwidth, probed at most once per process and thread count."""
+    if threads not in _PEAKS:
+        _PEAKS[threads] = peak_bandwidth(threads)
+    return _PEAKS[threads]
+
+
+@dataclass
+class Limits:
+    """A loaded model on this machine: what a step reads, and how fast memory delivers it."""
+
+    header: GGUFHeader
+    kv_type: str
+    peak: float  # bytes/s
+    source: str
+    weights: int = 0
+
+    def __post_init__(self) -> None:
+        self.weights = weight_bytes(self.header)
+
+    def at(self, position: int, tok_s: float | None) -> tuple[float | None, float | None, float]:
+        """(achieved bytes/s, utilization, ceiling tok/s) decoding at `tok_s` at `position`."""
+        per_token = self.weights + kv_bytes(self.header, position, self.kv_type)
+        ceiling = self.peak / per_token
+        if not tok_s:
+            return None, None, ceiling
+        return tok_s * per_token, tok_s * per_token / self.peak, ceiling
+
+
+def limits_for(model) -> Limits | None:
+    """The Limits of a LoadedModel on the CPU; None where the probe does not measure what the
+    decode reads (layers on a GPU read its memory, which this probe does not reach)."""
+    if model.report.layers_offloaded:
+        return None
+    peak, source = peak_for(model.report.n_threads)
+    return Limits(model.header, model.options.kv_type, peak, source)

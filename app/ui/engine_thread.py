@@ -67,6 +67,7 @@ class Loaded:
     identity: dict  # ChatEngine.identity(): what a saved conversation records as the model
     # The shared weights (None: a server's); only another thread's own context may use them.
     model: LoadedModel | None
+    limits: object = None  # engine.utilization.Limits: the bandwidth gauge (None: a server, a GPU)
 
 
 @dataclass
@@ -127,7 +128,8 @@ class EngineWorker(QObject):
             eng.close()
             return
         self.engine = eng
-        self.loaded.emit(Loaded(where, eng.report, eng.notice, eng.n_ctx or 0, eng.identity(), weights))
+        self.loaded.emit(Loaded(where, eng.report, eng.notice, eng.n_ctx or 0, eng.identity(), weights,
+                                getattr(eng, "limits", None)))
 
     @Slot(object)
     def generate(self, job: Job) -> None:

@@ -32,6 +32,16 @@ def _cached(s: Snapshot) -> str:
     return f"cached {s.kv_cached} ({s.kv_cached_disk} from disk)"
 
 
+def _bandwidth(s: Snapshot) -> str:
+    """'23.3 GB/s · 54% of peak · ceiling 174 tok/s', or why there is no figure."""
+    if s.ceiling_tok_s is None:
+        return "not measured (a server, or a GPU)" if s.source or s.bw_source is None else "–"
+    if s.bw_gbs is None:
+        return f"ceiling {s.ceiling_tok_s:.0f} tok/s"
+    share = 100 * s.bw_utilization
+    return f"{s.bw_gbs:.1f} GB/s · {share:.0f}% of peak · ceiling {s.ceiling_tok_s:.0f} tok/s"
+
+
 def _swatch(color, text: str) -> str:
     return f'<span style="color:{color.name()};">■</span> {text}'
 
@@ -48,14 +58,19 @@ class GaugesPanel(QGroupBox):
         self.kv_bar = KvBar()
         self.kv_text = QLabel("–")
         self.dropped = QLabel("none")
+        self.bandwidth = QLabel("–")
+        self.bandwidth.setToolTip("Decoding reads every weight once per token, so it is bound by memory "
+                                  "bandwidth: the rate it reads at, against this machine's peak (a short "
+                                  "probe), and the fastest decode that peak allows for this model.")
         self.plot = RatePlot()
-        for w in (self.recent, self.final_rates, self.kv_text, self.remaining, self.phase):
+        for w in (self.recent, self.final_rates, self.kv_text, self.remaining, self.phase, self.bandwidth):
             w.setWordWrap(True)
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         for label, w in (("Status", self.phase), ("TTFT", self.ttft), ("Recent TTFT", self.recent),
                          ("Decode (live)", self.live_rate), ("Last reply", self.final_rates),
-                         ("Remaining", self.remaining), ("Dropped", self.dropped)):
+                         ("Remaining", self.remaining), ("Bandwidth", self.bandwidth),
+                         ("Dropped", self.dropped)):
             form.addRow(label, w)
         lay = QVBoxLayout(self)
         lay.addLayout(form)
@@ -100,6 +115,7 @@ class GaugesPanel(QGroupBox):
             f"{_swatch(GENERATED, f'generated {s.kv_generated}')}<br>"
             f"{used} / {s.n_ctx}{pct}"
         )
+        self.bandwidth.setText(_bandwidth(s))
         self.dropped.setText(f"{s.dropped_messages} msgs ({s.dropped_tokens} tok) left out of context"
                              if s.dropped_messages else "none")
         self.plot.set_data(s.rate_series, s.turns)

@@ -232,6 +232,7 @@ class MainWindow(QMainWindow):
         self.loaded = info
         self.flow.model_ready = True
         self.flow.n_ctx = info.n_ctx
+        self.flow.gauges.limits = info.limits
         if self.recorder is not None:
             self.recorder.model = info.identity
         self.model_bar.set_loaded(info.report)
