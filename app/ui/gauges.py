@@ -62,15 +62,21 @@ class GaugesPanel(QGroupBox):
         self.bandwidth.setToolTip("Decoding reads every weight once per token, so it is bound by memory "
                                   "bandwidth: the rate it reads at, against this machine's peak (a short "
                                   "probe), and the fastest decode that peak allows for this model.")
+        self.machine = QLabel("–")
+        self.gpu = QLabel("–")
+        self.machine.setToolTip("This machine: CPU use overall and per core, and LlamaDesk's memory "
+                                "(sampled twice a second)")
+        self.gpu.setToolTip("NVIDIA GPUs through NVML: use, memory, power and temperature")
         self.plot = RatePlot()
-        for w in (self.recent, self.final_rates, self.kv_text, self.remaining, self.phase, self.bandwidth):
+        for w in (self.recent, self.final_rates, self.kv_text, self.remaining, self.phase, self.bandwidth,
+                  self.machine, self.gpu):
             w.setWordWrap(True)
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         for label, w in (("Status", self.phase), ("TTFT", self.ttft), ("Recent TTFT", self.recent),
                          ("Decode (live)", self.live_rate), ("Last reply", self.final_rates),
                          ("Remaining", self.remaining), ("Bandwidth", self.bandwidth),
-                         ("Dropped", self.dropped)):
+                         ("Machine", self.machine), ("GPU", self.gpu), ("Dropped", self.dropped)):
             form.addRow(label, w)
         lay = QVBoxLayout(self)
         lay.addLayout(form)
@@ -79,6 +85,11 @@ class GaugesPanel(QGroupBox):
         lay.addWidget(self.kv_text)
         lay.addWidget(self.plot, 1)
         self.updates = 0  # refresh count (tests check the panel moves mid-reply)
+
+    def show_machine(self, lines: tuple[str, str]) -> None:
+        """The machine sampler's latest (app.engine.machine.describe)."""
+        self.machine.setText(lines[0])
+        self.gpu.setText(lines[1])
 
     def show_snapshot(self, s: Snapshot) -> None:
         self.updates += 1

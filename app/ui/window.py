@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -30,6 +30,8 @@ from app.chat.errors import StoreError
 from app.chat.recorder import TurnRecorder
 from app.chat.store import Store
 from app.config import AppConfig, SavedEndpoint, read_config, save_config
+from app.engine.machine import MachineSampler
+from app.engine.machine import describe as describe_machine
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
 from app.ui.chat_flow import ChatFlow
@@ -82,6 +84,11 @@ class MainWindow(QMainWindow):
         self.bridge.add_router(self.server_runner)
         self.server_panel: ServerPanel | None = None
 
+        self.machine = MachineSampler()
+        self._machine_timer = QTimer(self)
+        self._machine_timer.setInterval(500)
+        self._machine_timer.timeout.connect(self._show_machine)
+        self._machine_timer.start()
         self.model_bar = ModelBar()
         self.bar = MessageBar()
         self.view = ChatView()
@@ -361,6 +368,9 @@ class MainWindow(QMainWindow):
         self.compare_window.raise_()
         return self.compare_window
 
+    def _show_machine(self) -> None:
+        self.gauges.show_machine(describe_machine(self.machine.latest))
+
     # -- closing --------------------------------------------------------------
     def shutdown(self) -> bool:
         """Stop any reply, end the engine thread, free the model (idempotent)."""
@@ -371,6 +381,8 @@ class MainWindow(QMainWindow):
         if self.batch_panel is not None:
             self.batch_panel.shutdown()  # before the bridge frees the weights it decodes on
         self.server_runner.stop()
+        self._machine_timer.stop()
+        self.machine.close()
         if self.compare_window is not None:
             self.compare_window.shutdown()
         ok = self.bridge.shutdown(2.0)

@@ -27,3 +27,10 @@ def test_the_gauge_moves_mid_reply_and_agrees_with_bytes_times_rate_over_peak(qt
     expected = weight_bytes(read_header(model_path)) * st.decode_tok_s / peak
     assert st.bw_utilization is not None and abs(st.bw_utilization - expected) / expected < 0.25
     qtbot.waitUntil(lambda: "% of peak" in win.gauges.bandwidth.text(), timeout=5_000)
+
+
+def test_the_machine_rows_show_cpu_memory_and_no_nvidia_gpu(qtbot, make_window):
+    win = make_window(small_config())
+    qtbot.waitUntil(lambda: "CPU" in win.gauges.machine.text(), timeout=5_000)
+    assert re.search(r"CPU \d+% \(cores [\d ]+\) · memory [\d,]+ MB", win.gauges.machine.text())
+    assert win.gauges.gpu.text() == "no NVIDIA GPU"  # this machine has no NVML: said, nothing breaks
