@@ -43,6 +43,9 @@ def summarize(out: Path, backend: str, build_s: int, gpu: str, total_s: int) -> 
                   "engine_prefill_tok_s": offload["engine_prefill_tok_s"],
                   "engine_ttft_s": offload["engine_ttft_s"], "raw_decode_tok_s": offload["raw_decode_tok_s"],
                   "decode_ratio_vs_raw_loop": offload["decode_ratio"]})
+        for k in ("bytes_per_token", "peak_read_gbs", "peak_source", "achieved_read_gbs",
+                  "decode_bw_utilization", "decode_ceiling_tok_s"):
+            s[k] = offload.get(k)  # NVML's peak on a GPU (app.engine.utilization)
     s.update(lb)
     s["decode_vs_llama_bench"] = _ratio(s.get("engine_decode_tok_s"), lb.get("llama_bench_decode_tok_s"))
     if cpu:

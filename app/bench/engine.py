@@ -117,10 +117,14 @@ def _reuse(dec: Decoder, rounds: int) -> dict:
 def _utilization(model: LoadedModel, position: int, decode_tok_s: float) -> dict:
     """How close the decode ran to the memory limit: bytes a step reads at the run's middle
     position, against the probed peak (app.engine.utilization)."""
-    from app.engine.utilization import peak_bandwidth, token_bytes
+    from app.engine.utilization import limits_for, token_bytes
 
     tb = token_bytes(model.header, position, model.options.kv_type)
-    peak, source = peak_bandwidth(model.report.n_threads)
+    limits = limits_for(model)
+    if limits is None:
+        return {"bytes_per_token": tb.total, "peak_source": "not measured (a partial GPU offload, or a GPU "
+                                                             "NVML cannot read)"}
+    peak, source = limits.peak, limits.source
     return {"bytes_per_token": tb.total, "weight_bytes_per_token": tb.weights, "kv_bytes_per_token": tb.kv,
             "peak_read_gbs": peak / 1e9, "peak_source": source,
             "achieved_read_gbs": decode_tok_s * tb.total / 1e9,

@@ -132,6 +132,25 @@ def peak_bandwidth(threads: int, remeasure: bool = False) -> tuple[float, str]:
     return bw, f"probe ({threads} threads)"
 
 
+def gpu_peak(index: int = 0) -> tuple[float, str] | None:
+    """An NVIDIA GPU's peak memory bandwidth from NVML: its top memory clock x bus width x 2
+    (double data rate); None where NVML cannot tell."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        mhz = pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)
+        bits = pynvml.nvmlDeviceGetMemoryBusWidth(h)
+        name = pynvml.nvmlDeviceGetName(h)
+    except Exception:  # noqa: BLE001 - no library, driver or device: no figure
+        return None
+    if not mhz or not bits:
+        return None
+    name = name.decode() if isinstance(name, bytes) else name
+    return mhz * 1e6 * 2 * bits / 8, f"NVML ({name}: {mhz} MHz x {bits}-bit)"
+
+
 _PEAKS: dict[int, tuple[float, str]] = {}  # this process's figures, one probe per thread count
 
 
@@ -165,9 +184,14 @@ class Limits:
 
 
 def limits_for(model) -> Limits | None:
-    """The Limits of a LoadedModel on the CPU; None where the probe does not measure what the
-    decode reads (layers on a GPU read its memory, which this probe does not reach)."""
-    if model.report.layers_offloaded:
-        return None
-    peak, source = peak_for(model.report.n_threads)
+    """The Limits of a LoadedModel: the CPU's probed peak, or with every layer on an NVIDIA GPU
+    that GPU's from NVML; None for a partial offload (two memories) or a GPU NVML cannot read."""
+    report = model.report
+    if report.layers_offloaded:
+        got = gpu_peak() if report.layers_total and report.layers_offloaded >= report.layers_total else None
+        if got is None:
+            return None
+        peak, source = got
+        return Limits(model.header, model.options.kv_type, peak, source)
+    peak, source = peak_for(report.n_threads)
     return Limits(model.header, model.options.kv_type, peak, source)

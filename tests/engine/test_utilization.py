@@ -54,3 +54,16 @@ def test_bench_reports_utilization_and_the_ceiling(model_path):
     assert 0 < d["decode_bw_utilization"] < 1.5
     assert abs(d["decode_ceiling_tok_s"] * d["decode_bw_utilization"] - d["engine_decode_tok_s"]) < 1e-6 * \
         d["engine_decode_tok_s"] + 1e-9
+
+
+def test_without_nvml_there_is_no_gpu_peak_and_the_cpu_figure_stands(model_path):
+    from app.engine.loader import LoadOptions, load_model
+    from app.engine.utilization import gpu_peak, limits_for
+
+    assert gpu_peak() is None  # this machine has no NVIDIA driver
+    m = load_model(model_path, LoadOptions(n_ctx=512, n_threads=1))
+    try:
+        lim = limits_for(m)
+    finally:
+        m.close()
+    assert lim is not None and lim.source.startswith("probe (1 threads")
