@@ -125,9 +125,10 @@ class OnlineAPI:
         try:
             while True:
                 for ev in await queue.get():
+                    # Set before the yield: a consumer that stops at RequestDone never resumes us.
+                    finished = finished or isinstance(ev, RequestDone)
                     yield ev
-                    if isinstance(ev, RequestDone):
-                        finished = True
+                    if finished:
                         return
         finally:
             if not finished:

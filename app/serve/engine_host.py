@@ -109,8 +109,12 @@ class ServeEngine:
         return [r.custom_id for r in reqs]
 
     def cancel(self, rid: str) -> None:
-        """A client went away, or a batch was cancelled: its slot is free by the next step."""
-        self.engine.cancel_request(rid)
+        """A client went away, or a batch was cancelled: its slot is free by the next step.
+        A request that already ended is left alone (the engine would remember its id forever)."""
+        with self._lock:
+            pending = rid in self._sinks
+        if pending:
+            self.engine.cancel_request(rid)
 
     # -- the engine thread ----------------------------------------------------
     def _on_event(self, ev) -> None:
