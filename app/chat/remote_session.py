@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 from app.chat.session import Reply
 from app.engine.decoder import CancelToken, EventSink
-from app.engine.prompt import Msg, TranscriptFormat, reply_stops
+from app.engine.prompt import Msg, TranscriptFormat
 from app.engine.sampling import GenerationSettings
 from app.remote import http as remote_http
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError
 from app.remote.server import ServerInfo, probe
-from app.remote.stream import chat_body, completion_body, stream_reply
+from app.remote.stream import request_for, stream_reply
 
 FORMATS = ("chat", "transcript")
 
@@ -93,15 +93,8 @@ class RemoteChatEngine:
               cancel: CancelToken | None = None) -> Reply:
         settings = settings or GenerationSettings()
         settings.validate()
-        kind, model = self.info.kind, self.remote_model.id
-        if self.format is None:
-            path = "/chat/completions"
-            body = chat_body(kind, model, self.messages(history, user_text, system), settings)
-        else:
-            msgs = [Msg(d["role"], d["content"]) for d in self.messages(history, user_text, system)]
-            stop = reply_stops(self.format, tuple(settings.stop), settings.ignore_eos)
-            path = "/completions"
-            body = completion_body(kind, model, self.format.render(msgs, settings.preamble), settings, stop)
+        msgs = [Msg(d["role"], d["content"]) for d in self.messages(history, user_text, system)]
+        path, body = request_for(self.info.kind, self.remote_model.id, msgs, settings, self.format)
         text, stats = stream_reply(self.http, self.endpoint, self.info, path, body, on_event, cancel,
                                    self.on_notice)
         return Reply(text.strip() if self.format else text, stats)

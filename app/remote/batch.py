@@ -19,12 +19,12 @@ import httpx
 
 from app.batch.types import BatchEvent, BatchProgress, BatchRequest, BatchResult, BatchStats, RequestDone
 from app.engine.decoder import CancelToken
-from app.engine.prompt import TranscriptFormat, reply_stops
+from app.engine.prompt import TranscriptFormat
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
 from app.remote.server import ServerInfo
-from app.remote.stream import chat_body, completion_body, stream_reply
+from app.remote.stream import request_for, stream_reply
 
 MAX_REMOTE_PARALLEL = 256
 PROGRESS_EVERY_S = 0.25
@@ -85,15 +85,6 @@ class RemoteBatchEngine:
             self._owned.close()
             self._owned = None
 
-    def _body(self, req: BatchRequest) -> tuple[str, dict]:
-        s = req.settings
-        msgs = [{"role": m.role, "content": m.content} for m in req.messages]
-        if self.format is None:
-            return "/chat/completions", chat_body(self.info.kind, self.model, msgs, s)
-        stop = reply_stops(self.format, tuple(s.stop), s.ignore_eos)
-        return "/completions", completion_body(self.info.kind, self.model,
-                                               self.format.render(req.messages, s.preamble), s, stop)
-
     def _one(self, req: BatchRequest, t0: float, state: dict) -> BatchResult:
         self._running.wait()
         queued = time.perf_counter() - t0
@@ -104,7 +95,7 @@ class RemoteBatchEngine:
                 return BatchResult(req.custom_id, "", BatchStats(stop_reason="cancelled"), req.line)
             if req.prompt_tokens is not None:
                 raise RemoteError(self.endpoint.base_url, "a pre-tokenized prompt cannot be sent to a server")
-            path, body = self._body(req)
+            path, body = request_for(self.info.kind, self.model, req.messages, req.settings, self.format)
             text, st = stream_reply(self.http, self.endpoint, self.info, path, body, cancel=self._cancel)
             return BatchResult(req.custom_id, text.strip() if self.format else text,
                                _batch_stats(st, queued), req.line)

@@ -18,6 +18,7 @@ import httpx
 from httpx_sse import EventSource, SSEError
 
 from app.engine.events import Finished, FirstToken, TextDelta
+from app.engine.prompt import TranscriptFormat, reply_stops
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
@@ -55,6 +56,17 @@ def completion_body(kind: str, model: str, prompt: str, s: GenerationSettings,
                     stop: tuple[str, ...]) -> dict:
     """For /completions: a prompt LlamaDesk rendered (the plain transcript of a base model)."""
     return {"model": model, "prompt": prompt, **_sampling(kind, s, stop)}
+
+
+def request_for(kind: str, model: str, messages: list, s: GenerationSettings,
+                transcript: TranscriptFormat | None) -> tuple[str, dict]:
+    """(path, body) for `messages` (Msg): the chat endpoint, or with `transcript` the plain
+    transcript LlamaDesk renders itself, sent to /completions with the format's stop strings."""
+    if transcript is None:
+        return "/chat/completions", chat_body(kind, model, [{"role": m.role, "content": m.content}
+                                                            for m in messages], s)
+    stop = reply_stops(transcript, tuple(s.stop), s.ignore_eos)
+    return "/completions", completion_body(kind, model, transcript.render(messages, s.preamble), s, stop)
 
 
 def _piece(choice: dict) -> str:

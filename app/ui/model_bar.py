@@ -98,6 +98,10 @@ class ModelBar(QWidget):
             self.combo.setItemData(self.combo.count() - 1, info.path)
         self.select(current)
 
+    def entries(self) -> list[tuple[str, str | SavedEndpoint | None]]:
+        """(label, what it loads) for each entry of the picker, in its order."""
+        return [(self.combo.itemText(i), item) for i, item in enumerate(self._paths)]
+
     def select(self, path: str | SavedEndpoint | None) -> None:
         if isinstance(path, SavedEndpoint):
             for i, p in enumerate(self._paths):

@@ -46,8 +46,7 @@ def compare_choices(model_bar) -> list:
     from app.config import SavedEndpoint
 
     out = []
-    for i, item in enumerate(model_bar._paths):
-        label = model_bar.combo.itemText(i)
+    for label, item in model_bar.entries():
         if item is None:
             out.append((label, lambda: Target("model", "")))  # "": the bundled default, assembled if need be
         elif isinstance(item, SavedEndpoint):
