@@ -14,67 +14,17 @@ import io
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 
+from app.bench.servers import ServerProcess, free_port, llama_tools
 from app.engine.models import resolve_model
 
 LEVELS = (1, 4, 8, 16)
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def llama_tools() -> Path | None:
-    """llama.cpp's tools built by packaging/build-llama-tools.sh, if they are."""
-    env = os.environ.get("LLAMADESK_LLAMA_TOOLS")
-    if env:
-        return Path(env)
-    script = ROOT / "packaging" / "build-llama-tools.sh"
-    if not script.exists():
-        return None
-    r = subprocess.run(["bash", str(script), "--print"], capture_output=True, text=True)
-    return Path(r.stdout.strip()) if r.returncode == 0 else None
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _Server:
-    def __init__(self, args: list[str], port: int, env: dict | None = None):
-        self.base = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        deadline = time.monotonic() + 120
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{args[0]} exited: {self.proc.stderr.read().decode()[-500:]}")
-            try:
-                if httpx.get(self.base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"{args[0]} did not start")
-            time.sleep(0.2)
-        models = httpx.get(self.base + "/v1/models", timeout=5).json()["data"]
-        self.model = models[0]["id"]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def _one(base: str, model: str, i: int, tokens: int) -> tuple[float | None, int]:
@@ -107,12 +57,12 @@ def _load(base: str, model: str, clients: int, tokens: int) -> dict:
             "p50_ttft_s": statistics.median(ttfts) if ttfts else None, "p95_ttft_s": p95}
 
 
-def _sweep(srv: _Server, tokens: int) -> dict:
+def _sweep(srv: ServerProcess, tokens: int) -> dict:
     _one(srv.base, srv.model, -1, 4)  # warm up
     return {str(n): _load(srv.base, srv.model, n, tokens) for n in LEVELS}
 
 
-def _ttft_during_batch(srv: _Server, slots: int, tokens: int) -> dict:
+def _ttft_during_batch(srv: ServerProcess, slots: int, tokens: int) -> dict:
     idle = [_one(srv.base, srv.model, 1000 + i, 4)[0] for i in range(3)]
     lines = [json.dumps({"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
                          "body": {"model": srv.model, "max_tokens": tokens * 4, "ignore_eos": True,
@@ -149,21 +99,21 @@ def run_serve_bench(model_path, slots: int = 16, slot_ctx: int = 2048, tokens: i
     result = {"model": model.name, "slots": slots, "slot_ctx": slot_ctx, "tokens": tokens, "threads": threads,
               "flash_attn": flash_attn}
     home = tempfile.mkdtemp(prefix="llamadesk-bench-serve-")
-    port = _free_port()
-    ours = _Server([sys.executable, "-m", "app", "serve", "--model", str(model), "--port", str(port),
-                    "--parallel", str(slots), "--ctx", str(slot_ctx), "--threads", str(threads),
-                    *(["--flash-attn"] if flash_attn else [])],
-                   port, {**os.environ, "XDG_DATA_HOME": home})
+    port = free_port()
+    ours = ServerProcess([sys.executable, "-m", "app", "serve", "--model", str(model), "--port", str(port),
+                          "--parallel", str(slots), "--ctx", str(slot_ctx), "--threads", str(threads),
+                          *(["--flash-attn"] if flash_attn else [])],
+                         port, env={**os.environ, "XDG_DATA_HOME": home})
     try:
         result["llamadesk"] = _sweep(ours, tokens)
         result.update(_ttft_during_batch(ours, slots, tokens))
     finally:
         ours.stop()
-    port = _free_port()
-    theirs = _Server([str(tools / "llama-server"), "-m", str(model), "--host", "127.0.0.1",
-                      "--port", str(port), "-np", str(slots), "-c", str(slots * slot_ctx), "-t", str(threads),
-                      "-fa", "on" if flash_attn else "off", "--no-webui"],
-                     port, {**os.environ, "LD_LIBRARY_PATH": str(tools)})
+    port = free_port()
+    theirs = ServerProcess([str(tools / "llama-server"), "-m", str(model), "--host", "127.0.0.1",
+                            "--port", str(port), "-np", str(slots), "-c", str(slots * slot_ctx),
+                            "-t", str(threads), "-fa", "on" if flash_attn else "off", "--no-webui"],
+                           port, env={**os.environ, "LD_LIBRARY_PATH": str(tools)})
     try:
         result["llama_server"] = _sweep(theirs, tokens)
     finally:

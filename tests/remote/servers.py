@@ -9,79 +9,31 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+from app.bench.servers import ServerProcess as Process
+from app.bench.servers import free_port
+from app.bench.servers import llama_tools as bench_llama_tools
+
 # The tools cache lives in the real home; tests run with a private one, so the
 # lookup uses the environment as it was when the tests were collected.
 _REAL_ENV = dict(os.environ)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def llama_tools() -> Path:
     """The cached llama.cpp tools (packaging/build-llama-tools.sh), or a clear failure.
 
     A failure and not a skip: without llama-server the remote engine is untested."""
-    env = _REAL_ENV.get("LLAMADESK_LLAMA_TOOLS")
-    if env:
-        return Path(env)
-    r = subprocess.run(["bash", str(ROOT / "packaging/build-llama-tools.sh"), "--print"],
-                       capture_output=True, text=True, env=_REAL_ENV)
-    if r.returncode != 0:
+    tools = bench_llama_tools(_REAL_ENV)
+    if tools is None:
         raise RuntimeError("llama-server is not built: run packaging/build-llama-tools.sh "
-                           f"(the README's test command does) [{r.stderr.strip()}]")
-    return Path(r.stdout.strip())
-
-
-class Process:
-    """A server child process and the URL it answers on."""
-
-    def __init__(self, args: list[str], port: int, health: str, env: dict | None = None,
-                 timeout_s: float = 120):
-        self.port = port
-        self.base = f"http://127.0.0.1:{port}"
-        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"llamadesk-test-server-{port}.log"
-        self._logf = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(args, stdout=self._logf, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                tail = self.log.read_text()[-2000:]
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {tail}")
-            try:
-                if httpx.get(self.base + health, timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"server not healthy after {timeout_s} s: {self.log.read_text()[-2000:]}")
-            time.sleep(0.2)
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._logf.close()
+                           "(the README's test command does)")
+    return tools
 
 
 def start_llama_server(model: Path, slots: int = 4, ctx: int = 8192, threads: int = 2) -> Process:

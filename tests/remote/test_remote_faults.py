@@ -35,6 +35,24 @@ def _open(base: str, **kw) -> RemoteChatEngine:
     return RemoteChatEngine(Endpoint.parse(base + "/v1", **kw))
 
 
+def _one_model(fault, answer_post):
+    """A server that lists one model and answers every completion request with answer_post(h)."""
+    def behave(h):
+        if h.path.endswith("/models"):
+            return answer(h, 200, MODELS)
+        answer_post(h)
+    return fault(behave)
+
+
+def _reply(srv):
+    """One reply from `srv` through the remote engine (what it raises, raised)."""
+    eng = _open(srv.base)
+    try:
+        return eng.reply([], "hi", LONG)
+    finally:
+        eng.close()
+
+
 def _one_line_error(exc_info, base: str, *words: str) -> str:
     msg = str(exc_info.value)
     assert "\n" not in msg and msg.startswith(base), msg
@@ -78,18 +96,10 @@ def test_401_says_whether_a_key_is_missing_or_refused_and_never_shows_it(fault, 
 
 
 def test_500_and_a_404_model_name_the_status_and_the_servers_words(fault):
-    def behave(h):
-        if h.path.endswith("/models"):
-            answer(h, 200, MODELS)
-        else:
-            answer(h, 500, json.dumps({"error": {"message": "CUDA out of memory"}}))
-    srv = fault(behave)
-    eng = _open(srv.base)
-    try:
-        with pytest.raises(RemoteError) as e:
-            eng.reply([], "hi", LONG)
-    finally:
-        eng.close()
+    oom = json.dumps({"error": {"message": "CUDA out of memory"}})
+    srv = _one_model(fault, lambda h: answer(h, 500, oom))
+    with pytest.raises(RemoteError) as e:
+        _reply(srv)
     _one_line_error(e, srv.base, "server error (HTTP 500", "CUDA out of memory")
 
     with pytest.raises(EndpointConfigError) as e2:
@@ -119,52 +129,28 @@ def test_429_with_retry_after_is_waited_out_and_said(fault, llama_server):
 
 
 def test_429_asking_for_an_hour_is_reported_not_slept_through(fault):
-    def behave(h):
-        if h.path.endswith("/models"):
-            return answer(h, 200, MODELS)
-        answer(h, 429, json.dumps({"error": {"message": "quota"}}), headers={"Retry-After": "3600"})
-    srv = fault(behave)
-    eng = _open(srv.base)
-    try:
-        with pytest.raises(RemoteError) as e:
-            eng.reply([], "hi", LONG)
-    finally:
-        eng.close()
+    srv = _one_model(fault, lambda h: answer(h, 429, json.dumps({"error": {"message": "quota"}}),
+                                             headers={"Retry-After": "3600"}))
+    with pytest.raises(RemoteError) as e:
+        _reply(srv)
     _one_line_error(e, srv.base, "busy (HTTP 429", "retry after 3600 s")
 
 
 def test_malformed_sse_ends_the_reply_with_what_was_shown(fault):
     good = json.dumps({"choices": [{"index": 0, "delta": {"content": "Hello"}}]})
 
-    def behave(h):
-        if h.path.endswith("/models"):
-            return answer(h, 200, MODELS)
-        answer(h, 200, f": keep-alive\n\ndata: {good}\n\ndata: {{not json\n\n", "text/event-stream")
-    srv = fault(behave)
-    eng = _open(srv.base)
-    try:
-        r = eng.reply([], "hi", LONG)
-    finally:
-        eng.close()
+    body = f": keep-alive\n\ndata: {good}\n\ndata: {{not json\n\n"
+    r = _reply(_one_model(fault, lambda h: answer(h, 200, body, "text/event-stream")))
     assert r.text == "Hello" and r.stats.stop_reason == "error"
     assert "malformed stream" in r.stats.error
 
 
 def test_multi_line_data_and_comments_parse_as_sse(fault):
     """One event's JSON split over two data: lines (joined with a newline, per the SSE spec)."""
-    def behave(h):
-        if h.path.endswith("/models"):
-            return answer(h, 200, MODELS)
-        body = (': ping\n\ndata: {"choices": [{"index": 0,\ndata: "delta": {"content": "Hi"}}]}\n\n'
-                'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
-                "data: [DONE]\n\n")
-        answer(h, 200, body, "text/event-stream")
-    srv = fault(behave)
-    eng = _open(srv.base)
-    try:
-        r = eng.reply([], "hi", LONG)
-    finally:
-        eng.close()
+    body = (': ping\n\ndata: {"choices": [{"index": 0,\ndata: "delta": {"content": "Hi"}}]}\n\n'
+            'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
+            "data: [DONE]\n\n")
+    r = _reply(_one_model(fault, lambda h: answer(h, 200, body, "text/event-stream")))
     assert r.text == "Hi" and r.stats.stop_reason == "stop" and r.stats.error is None
 
 
