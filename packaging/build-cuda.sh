@@ -34,12 +34,10 @@ while [ $# -gt 0 ]; do
 done
 fail() { echo "build-cuda.sh: $*" >&2; exit 2; }
 
-py=python3
-[ -x .venv/bin/python ] && py=.venv/bin/python
+. packaging/llama-version.sh
 "$py" -m pip --version >/dev/null 2>&1 || fail "pip is missing for $py: it fetches the sources and cuBLAS"
 if [ -z "$version" ]; then
-  version=$("$py" -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))' 2>/dev/null \
-            || echo 0.3.36)
+  version=$(llama_version || echo 0.3.36)
 fi
 
 # The toolkit: $CUDA_HOME, /usr/local/cuda, or nvcc on PATH.

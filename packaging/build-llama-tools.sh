@@ -27,9 +27,8 @@ while [ $# -gt 0 ]; do
 done
 fail() { echo "build-llama-tools.sh: $*" >&2; exit 2; }
 
-py=python3
-[ -x .venv/bin/python ] && py=.venv/bin/python
-version=$("$py" -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))' 2>/dev/null) \
+. packaging/llama-version.sh
+version=$(llama_version) \
   || fail "llama-cpp-python is not installed for $py: run the README's install command first"
 cpu=$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m) | cksum | cut -d' ' -f1)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/llamadesk/llama-tools/$version-$cpu"

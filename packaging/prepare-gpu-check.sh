@@ -12,9 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "prepare-gpu-check.sh: $*" >&2; exit 2; }
 
-py=python3
-[ -x .venv/bin/python ] && py=.venv/bin/python
-version=$("$py" -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))' 2>/dev/null \
+. packaging/llama-version.sh
+version=$(llama_version \
           || echo 0.3.36)
 out=build/gpu-check
 tmp=$(mktemp -d)
