@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from app.ui.window import MainWindow
 
 
-class ServerActions:
+class Connections:
     def __init__(self, window: MainWindow):
         self.w = window
         self._session_keys: dict[str, str] = {}

@@ -38,6 +38,7 @@ from app.ui.chat_flow import ChatFlow
 from app.ui.chat_view import ChatView
 from app.ui.compare.window import CompareWindow, compare_choices
 from app.ui.composer import Composer
+from app.ui.connections import Connections
 from app.ui.engine_thread import EngineBridge, Loaded
 from app.ui.gauges import GaugesPanel
 from app.ui.history_actions import HistoryActions
@@ -47,7 +48,6 @@ from app.ui.model_bar import ModelBar
 from app.ui.server import switch
 from app.ui.server.panel import ServerPanel
 from app.ui.server.runner import ServerRunner
-from app.ui.server_actions import ServerActions
 from app.ui.settings_dialog import SettingsDialog
 
 log = logging.getLogger("llamadesk.ui")
@@ -73,8 +73,8 @@ class MainWindow(QMainWindow):
                 self._startup_notes.append(got.message())
         self.config = config
         self.model_path: str | None = model if model is not None else self.config.model_path
-        self.servers = ServerActions(self)
-        self.remote: SavedEndpoint | None = None if model is not None else self.servers.active()
+        self.connections = Connections(self)
+        self.remote: SavedEndpoint | None = None if model is not None else self.connections.active()
         self._notice_shown = False
         self._closing = False
         self.loaded: Loaded | None = None  # the loaded model: report, identity, weights handle
@@ -177,7 +177,7 @@ class MainWindow(QMainWindow):
         self.bridge.load_progress.connect(self.model_bar.set_assembly_progress)
         self.model_bar.model_chosen.connect(self.load_model)
         self.model_bar.settings_clicked.connect(self.open_settings)
-        self.model_bar.connect_clicked.connect(self.servers.open_dialog)
+        self.model_bar.connect_clicked.connect(self.connections.open_dialog)
         self.model_bar.streaming.toggled.connect(self.set_streaming)
         self.new_button.clicked.connect(self.new_chat)
         self.regen_button.clicked.connect(self.flow.regenerate)
@@ -210,7 +210,7 @@ class MainWindow(QMainWindow):
 
     # -- model ----------------------------------------------------------------
     def _refresh_models(self) -> None:
-        self.model_bar.refresh(self.remote or self.model_path, endpoints=self.servers.saved())
+        self.model_bar.refresh(self.remote or self.model_path, endpoints=self.connections.saved())
 
     def load_model(self, target: str | SavedEndpoint | None) -> None:
         """A GGUF path (None: the bundled default) or a saved server to chat through."""
@@ -222,7 +222,7 @@ class MainWindow(QMainWindow):
         self.flow.model_ready = False
         self.loaded = None  # its weights are about to be freed
         if isinstance(target, SavedEndpoint):
-            self.servers.connect(target)
+            self.connections.connect(target)
             return
         self.remote = None
         self.model_path = target
@@ -341,7 +341,7 @@ class MainWindow(QMainWindow):
         if self.loaded is None or not self.flow.model_ready:
             return None
         if self.loaded.model is None:
-            return self.servers.batch_target()
+            return self.connections.batch_target()
         return BatchTarget(self.loaded.model, self.loaded.identity["name"] or self.loaded.identity["file"])
 
     def open_batch(self) -> BatchPanel:

@@ -16,7 +16,7 @@ def test_connect_chat_and_footers_on_llama_server(qtbot, make_window, llama_serv
     win = make_window(small_config())
     saved = SavedEndpoint(llama_server_v1)
     with qtbot.waitSignal(win.model_loaded, timeout=30_000) as got:
-        win.servers.connect_to(saved, key=KEY)
+        win.connections.connect_to(saved, key=KEY)
     info = got.args[0]
     assert info.model is None and info.n_ctx == 2048
     bar = win.model_bar.status.text()
@@ -39,7 +39,7 @@ def test_stop_on_a_remote_reply_keeps_the_text(qtbot, make_window, llama_server_
     win = make_window(small_config(max_tokens=1500))
     win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
     with qtbot.waitSignal(win.model_loaded, timeout=30_000):
-        win.servers.connect_to(SavedEndpoint(llama_server_v1))
+        win.connections.connect_to(SavedEndpoint(llama_server_v1))
     win.composer.set_text("Write a very long story.")
     with qtbot.waitSignal(win.flow.reply_finished, timeout=60_000) as done:
         win.flow.send()
@@ -53,7 +53,7 @@ def test_stop_on_a_remote_reply_keeps_the_text(qtbot, make_window, llama_server_
 def test_an_unreachable_server_is_one_message_and_the_default_model_still_loads(qtbot, make_window):
     win = make_window(small_config())
     with qtbot.waitSignal(win.model_failed, timeout=30_000) as failed:
-        win.servers.connect_to(SavedEndpoint(f"http://127.0.0.1:{free_port()}/v1"))
+        win.connections.connect_to(SavedEndpoint(f"http://127.0.0.1:{free_port()}/v1"))
     assert "connection refused" in failed.args[0]
     assert "Could not connect to the server" in win.bar.text() and "\n" not in win.bar.text()
     with qtbot.waitSignal(win.model_loaded, timeout=30_000):
@@ -64,7 +64,7 @@ def test_an_unreachable_server_is_one_message_and_the_default_model_still_loads(
 def test_the_batch_window_on_a_server_keeps_requests_in_flight(qtbot, make_window, llama_server_v1, tmp_path):
     win = make_window(small_config())
     with qtbot.waitSignal(win.model_loaded, timeout=30_000):
-        win.servers.connect_to(SavedEndpoint(llama_server_v1))
+        win.connections.connect_to(SavedEndpoint(llama_server_v1))
     panel = win.open_batch()
     panel.paste.setPlainText("\n".join(f"Name animal number {n}." for n in range(1, 7)))
     panel.output_edit.setText(str(tmp_path / "out.jsonl"))

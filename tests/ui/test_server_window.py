@@ -59,6 +59,6 @@ def test_a_window_on_a_remote_server_cannot_serve(qtbot, make_window, llama_serv
 
     win = make_window(small_config())
     with qtbot.waitSignal(win.model_loaded, timeout=30_000):
-        win.servers.connect_to(SavedEndpoint(llama_server_v1))
+        win.connections.connect_to(SavedEndpoint(llama_server_v1))
     why = win.set_serving(True)
     assert "needs a local model" in why and not win.server_runner.serving
