@@ -10,7 +10,7 @@ from app.engine.loader import LoadOptions
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import DEFAULT_STALL_S, Endpoint
 from app.remote.errors import EndpointConfigError
-from app.remote.keys import key_from_env, key_from_keyring
+from app.remote.keys import key_from_env, with_saved_key
 
 
 def add_model_args(p: argparse.ArgumentParser, ctx: int = 4096, ctx_help: str = "context length") -> None:
@@ -49,9 +49,10 @@ def endpoint_from_args(args: argparse.Namespace) -> Endpoint | None:
         return None
     if getattr(args, "model", None) is not None:
         raise EndpointConfigError("--model and --endpoint name two different engines: give one")
-    ep = Endpoint.parse(args.endpoint, stall_s=args.stall_timeout)
-    key = key_from_env(args.api_key_env) if args.api_key_env else key_from_keyring(ep.base_url)
-    return Endpoint.parse(args.endpoint, key, args.stall_timeout)
+    ep = Endpoint.parse(args.endpoint, stall_s=args.stall_timeout)  # the URL is refused first
+    if args.api_key_env:
+        ep = Endpoint.parse(ep.base_url, key_from_env(args.api_key_env), ep.stall_s)
+    return with_saved_key(ep)
 
 
 def add_sampling_args(p: argparse.ArgumentParser, max_tokens: int = 512) -> None:

@@ -51,6 +51,15 @@ def key_from_keyring(base_url: str) -> str | None:
         return None
 
 
+def with_saved_key(ep):
+    """`ep` with the keyring's key for it when it has none of its own. A keyring can block
+    (a locked wallet, a slow D-Bus), so the window calls this on a worker thread."""
+    if ep.api_key:
+        return ep
+    key = key_from_keyring(ep.base_url)
+    return ep if key is None else type(ep).parse(ep.base_url, key, ep.stall_s)
+
+
 def save_key(base_url: str, key: str) -> None:
     kr = _keyring()
     try:

@@ -95,14 +95,11 @@ class ConnectDialog(QDialog):
 
     def _endpoint(self) -> Endpoint:
         """What the fields say; EndpointConfigError (one line) when they cannot work."""
-        ep = Endpoint.parse(self.url.text())
         key = self.key.text().strip() or None
         env = self.key_env.text().strip()
         if key is None and env:
             key = keys.key_from_env(env)
-        if key is None:
-            key = keys.key_from_keyring(ep.base_url)
-        return Endpoint.parse(self.url.text(), key)
+        return Endpoint.parse(self.url.text(), key)  # the keyring's, if any, is read off this thread
 
     def _fail(self, message: str) -> None:
         self.status.setText(f'<span style="color:#c0392b;">{message}</span>')
@@ -122,6 +119,7 @@ class ConnectDialog(QDialog):
         from app.remote.server import probe
 
         try:
+            ep = keys.with_saved_key(ep)
             with remote_http.client(ep) as http:
                 self._relay.done.emit(probe(http, ep), None)
         except LlamaDeskError as e:

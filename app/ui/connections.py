@@ -44,8 +44,7 @@ class Connections:
             key = self._session_keys.get(saved.base_url)
             if key is None and saved.api_key_env:
                 key = api_keys.key_from_env(saved.api_key_env)
-            if key is None:
-                key = api_keys.key_from_keyring(saved.base_url)
+            # Without one, the keyring's key is read on the engine thread (RemoteTarget).
             endpoint = Endpoint.parse(saved.base_url, key)
         except LlamaDeskError as e:
             w.remote = saved
@@ -63,7 +62,7 @@ class Connections:
         from app.remote.batch import RemoteBatchEngine
 
         return BatchTarget(None, saved.model or saved.label, lambda n: RemoteBatchEngine.connect(
-            endpoint, saved.model, n, saved.prompt_format))
+            api_keys.with_saved_key(endpoint), saved.model, n, saved.prompt_format))
 
     def open_dialog(self) -> None:
         dlg = ConnectDialog(self.w, saved=self.w.remote)

@@ -99,9 +99,10 @@ class EngineWorker(QObject):
         (None for a server, whose HTTP probe runs here, never on the GUI thread)."""
         if req.remote is not None:
             from app.chat.remote_session import RemoteChatEngine
+            from app.remote.keys import with_saved_key
 
             t = req.remote
-            eng = RemoteChatEngine(t.endpoint, t.model, prompt_format=t.prompt_format)
+            eng = RemoteChatEngine(with_saved_key(t.endpoint), t.model, prompt_format=t.prompt_format)
             return eng, t.endpoint.base_url, None
         eng = ChatEngine.open(req.path, req.options, progress=progress)
         return eng, str(Path(req.path or eng.model.report.model_path)), eng.model
