@@ -1,15 +1,19 @@
-"""Regenerate resources/screenshot.png: the real window, mid-reply, gauges live.
+"""Regenerate resources/screenshot.png (and with --dark, screenshot-dark.png): the real window,
+mid-reply, gauges live.
 
 The conversation list is filled from a throwaway history database (a temporary
 XDG data dir), so the developer's own history is neither shown nor touched.
 Run under a display (e.g. `Xvfb :99 -screen 0 1600x1000x24 &` then
 `DISPLAY=:99 QT_QPA_PLATFORM=xcb python resources/make_screenshot.py`). Settings are
 not persisted, so a developer's own settings file is never touched.
-The second reply is grabbed a dozen tokens in, so the gauges show a live reply.
+The third reply is grabbed a few dozen tokens in, so the gauges show a live reply and the
+timeline two finished turns. `--dark` sets a dark Fusion palette (what a dark desktop
+theme gives Qt), `--size 900x600` the window's size, `--out` another file.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -17,14 +21,23 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
 from app.config import AppConfig
 from app.ui.window import MainWindow
 
-OUT = Path(__file__).resolve().parent / "screenshot.png"
-FIRST = "How do I make bread at home? Give the steps as a numbered list."
-SECOND = "And how do I make pizza dough? Give the steps as a numbered list."
+HERE = Path(__file__).resolve().parent
+TURNS = [("How do I make bread at home? Give the steps as a numbered list.", 120),
+         ("And how do I make pizza dough? Give the steps as a numbered list.", 60),
+         ("Tell me a long story about a baker and a lighthouse keeper.", 400)]
+DARK = {QPalette.ColorRole.Window: "#2b2b2b", QPalette.ColorRole.WindowText: "#e0e0e0",
+        QPalette.ColorRole.Base: "#1e1e1e", QPalette.ColorRole.AlternateBase: "#333333",
+        QPalette.ColorRole.Text: "#e0e0e0", QPalette.ColorRole.Button: "#3a3a3a",
+        QPalette.ColorRole.ButtonText: "#e0e0e0", QPalette.ColorRole.Highlight: "#3d6fb4",
+        QPalette.ColorRole.HighlightedText: "#ffffff", QPalette.ColorRole.ToolTipBase: "#3a3a3a",
+        QPalette.ColorRole.ToolTipText: "#e0e0e0", QPalette.ColorRole.PlaceholderText: "#9a9a9a",
+        QPalette.ColorRole.Link: "#7fb0ff", QPalette.ColorRole.Mid: "#555555"}
 
 
 EARLIER = [("Explain the difference between TCP and UDP", "TCP is connection-oriented…"),
@@ -44,44 +57,60 @@ def seed_history() -> None:
             store.add_message(cid, "assistant", answer)
 
 
+def dark_palette(app: QApplication) -> None:
+    app.setStyle("Fusion")
+    pal = QPalette()
+    for role, color in DARK.items():
+        pal.setColor(role, QColor(color))
+    app.setPalette(pal)
+
+
 def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", nargs="?")
+    ap.add_argument("--dark", action="store_true")
+    ap.add_argument("--size", default="1200x800")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    out = Path(args.out) if args.out else HERE / ("screenshot-dark.png" if args.dark else "screenshot.png")
+    width, height = (int(v) for v in args.size.split("x"))
     seed_history()
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    if args.dark:
+        dark_palette(app)
     # One llama thread: on a small shared machine, oversubscribed cores make decode crawl.
     cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3, n_threads=1)
-    model = sys.argv[1] if len(sys.argv) > 1 else None
-    state = {"turn": 0}
-    win = MainWindow(model=model, config=cfg, persist=False)
-    win.resize(1200, 800)
+    state = {"turn": 0, "t0": 0.0}
+    win = MainWindow(model=args.model, config=cfg, persist=False)
+    win.resize(width, height)
     win.show()
 
-    def ask(text: str, max_tokens: int) -> None:
+    def ask_next() -> None:
+        text, max_tokens = TURNS[state["turn"]]
+        state["turn"] += 1
         win.config.max_tokens = max_tokens
         win.composer.set_text(text)
         win.flow.send()
 
-    def on_loaded(_info) -> None:
-        if state["turn"] == 0:
-            state["turn"] = 1
-            ask(FIRST, 160)
-
     def on_finished(_msg) -> None:
-        if state["turn"] == 1:
-            state["turn"] = 2
+        if state["turn"] < len(TURNS):
             win.bar.hide()
-            state["t0"] = time.perf_counter()
-            win.composer.set_text("")
-            ask(SECOND, 400)
-            QTimer.singleShot(100, poll)
+            ask_next()
+            if state["turn"] == len(TURNS):
+                state["t0"] = time.perf_counter()
+                QTimer.singleShot(100, poll)
 
     def poll() -> None:
-        # A dozen tokens in: mid-reply even for the short answers the framed base model gives.
-        if win.flow.gauges.generated >= 12 or time.perf_counter() - state["t0"] > 60:
-            win.grab().save(str(OUT))
-            print(f"saved {OUT}")
+        if win.flow.gauges.generated >= 40 or time.perf_counter() - state["t0"] > 60:
+            win.grab().save(str(out))
+            print(f"saved {out}")
             win.close()
         else:
             QTimer.singleShot(100, poll)
+
+    def on_loaded(_info) -> None:
+        if state["turn"] == 0:
+            ask_next()
 
     win.model_loaded.connect(on_loaded)
     win.flow.reply_finished.connect(on_finished)

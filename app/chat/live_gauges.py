@@ -19,6 +19,45 @@ RATE_WINDOW_S = 1.0  # rolling decode rate over the last second of tokens
 MAX_TURNS = 30
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One finished reply on a time axis, from Send: what the user waited for, and why.
+
+    `wait_s` is the time before the prompt's evaluation began (tokenizing, a busy
+    engine, a server's queue); `prefill_s` reads the prompt (a cached prefix costs
+    nothing, which is why `cached` is drawn beside it); then the decode."""
+
+    wait_s: float
+    prefill_s: float
+    decode_s: float
+    cached: int
+    prefill_tokens: int
+    decode_tokens: int
+    ttft_s: float | None
+    decode_tok_s: float | None
+
+    @property
+    def total_s(self) -> float:
+        return self.wait_s + self.prefill_s + self.decode_s
+
+
+def turn_from(stats: ReplyStats, prefill_began: float | None) -> Turn:
+    """`prefill_began`: seconds after Send that the engine said prefill started (None: it did
+    not say, as a server does not); else the engine's prefill time sets the split."""
+    ttft = stats.ttft_s
+    if ttft is None:
+        prefill = wait = 0.0
+    elif prefill_began is not None:
+        wait = min(max(prefill_began, 0.0), ttft)
+        prefill = ttft - wait
+    else:
+        prefill = min(stats.prefill_s or 0.0, ttft)
+        wait = ttft - prefill
+    decode = max(stats.total_s - (ttft or 0.0), 0.0)
+    return Turn(wait, prefill, decode, stats.cached_tokens or 0, stats.prefill_tokens or 0,
+                stats.decode_tokens or 0, ttft, stats.decode_tok_s or stats.wall_decode_tok_s)
+
+
 @dataclass
 class Snapshot:
     active: bool
@@ -40,7 +79,7 @@ class Snapshot:
     dropped_tokens: int
     dropped_messages: int
     rate_series: list[tuple[float, float]]  # (seconds since first token, tok/s)
-    turns: list[tuple[float | None, float | None]]  # (ttft_s, decode tok/s) per finished reply
+    turns: list[Turn]  # the finished replies, oldest first
     recent_ttft: list[float]
     kv_cached_disk: int = 0  # of kv_cached, loaded from the prompt cache on disk
     source: str | None = None  # the server that answered (None: this process's llama.cpp)
@@ -49,6 +88,8 @@ class Snapshot:
     bw_utilization: float | None = None  # of the machine's peak
     ceiling_tok_s: float | None = None  # peak / bytes a step reads: the fastest decode possible here
     bw_source: str | None = None  # where the peak comes from
+    peak_gbs: float | None = None
+    prefill_gflop_s: float | None = None  # 2 x parameters x prompt tokens / prefill time
 
 
 @dataclass
@@ -61,6 +102,7 @@ class LiveGauges:
     t_end: float = 0.0
     ttft: float | None = None
     t_first: float | None = None
+    t_prefill: float | None = None
     generated: int = 0
     cached: int = 0
     cached_disk: int = 0
@@ -77,7 +119,7 @@ class LiveGauges:
     def start(self, now: float, max_tokens: int, n_ctx: int) -> None:
         self.active, self.phase = True, "waiting"
         self.t_submit, self.max_tokens, self.n_ctx = now, max_tokens, n_ctx
-        self.ttft = self.t_first = None
+        self.ttft = self.t_first = self.t_prefill = None
         self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = 0
         self.progress_rate = None
         self.stats = None
@@ -87,7 +129,7 @@ class LiveGauges:
 
     def feed(self, ev, now: float) -> None:
         if isinstance(ev, PrefillStarted):
-            self.phase = "prefill"
+            self.phase, self.t_prefill = "prefill", now
             self.cached, self.new_total, self.n_ctx = ev.cached_tokens, ev.new_tokens, ev.n_ctx
             self.cached_disk = ev.cached_disk_tokens
         elif isinstance(ev, Progress):
@@ -119,7 +161,8 @@ class LiveGauges:
                 self.cached = stats.cached_tokens
             if stats.prefill_tokens is not None and not self.new_total:
                 self.new_total = stats.prefill_tokens
-            self.turns.append((stats.ttft_s, stats.decode_tok_s or stats.wall_decode_tok_s))
+            began = self.t_prefill - self.t_submit if self.t_prefill is not None else None
+            self.turns.append(turn_from(stats, began))
 
     def fail(self, now: float) -> None:
         self.active, self.phase, self.t_end = False, "idle", now
@@ -145,12 +188,14 @@ class LiveGauges:
         if self.active and rate:
             remaining = max(0, self.max_tokens - self.generated) / rate
         st = self.stats
-        recent = [t for t, _ in self.turns if t is not None][-5:]
-        bw = util = ceiling = None
+        recent = [t.ttft_s for t in self.turns if t.ttft_s is not None][-5:]
+        bw = util = ceiling = gflop = None
         if self.limits is not None and (st is None or st.source is None):
             position = self.cached + (self.new_total if st else self.new_done) + self.generated
             bw, util, ceiling = self.limits.at(max(position, 1), rate if self.active else
                                                (st.decode_tok_s if st else None))
+            if st is not None and st.prefill_tokens and st.prefill_s:
+                gflop = self.limits.prefill_flop_s(st.prefill_tokens, st.prefill_s) / 1e9
         return Snapshot(
             active=self.active, phase=self.phase, ttft_s=ttft, ttft_final=self.ttft is not None,
             elapsed_s=elapsed, rate_tok_s=rate,
@@ -167,4 +212,6 @@ class LiveGauges:
             source=st.source if st else None, wall_decode_tok_s=st.wall_decode_tok_s if st else None,
             bw_gbs=bw / 1e9 if bw else None, bw_utilization=util, ceiling_tok_s=ceiling,
             bw_source=self.limits.source if self.limits is not None else None,
+            peak_gbs=self.limits.peak / 1e9 if self.limits is not None else None,
+            prefill_gflop_s=gflop,
         )

@@ -47,6 +47,12 @@ def weight_bytes(h: GGUFHeader) -> int:
     return total
 
 
+def matmul_params(h: GGUFHeader) -> int:
+    """Weights a prompt token multiplies through: all but the embedding (a lookup, no arithmetic)
+    and the output matrix (prefill computes logits for the last token only)."""
+    return sum(n for name, (n, _) in h.tensors.items() if name not in ("token_embd.weight", "output.weight"))
+
+
 def _meta(h: GGUFHeader, key: str):
     return h.metadata.get(f"{h.architecture}.{key}")
 
@@ -170,9 +176,15 @@ class Limits:
     peak: float  # bytes/s
     source: str
     weights: int = 0
+    params: int = 0
 
     def __post_init__(self) -> None:
         self.weights = weight_bytes(self.header)
+        self.params = matmul_params(self.header)
+
+    def prefill_flop_s(self, tokens: int, seconds: float) -> float:
+        """Arithmetic achieved by a prefill: 2 FLOPs (multiply, add) per parameter per token."""
+        return 2.0 * self.params * tokens / seconds if seconds > 0 else 0.0
 
     def at(self, position: int, tok_s: float | None) -> tuple[float | None, float | None, float]:
         """(achieved bytes/s, utilization, ceiling tok/s) decoding at `tok_s` at `position`."""

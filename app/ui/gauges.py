@@ -1,26 +1,42 @@
-"""The live gauges panel: numbers, the KV bar and the plot, from a Snapshot.
+"""The live gauges panel, a pure view of app.chat.live_gauges.Snapshot.
 
-It is a pure view of app.chat.live_gauges.Snapshot; the window's gauge timer decides
-when to refresh (10 Hz while a reply runs), so the panel never depends on the
-rate at which engine events arrive.
+The window's gauge timer decides when to refresh (10 Hz while a reply runs),
+so the panel never depends on the rate at which engine events arrive. The
+panel scrolls rather than squeezing its plots, so it stays usable in a small
+window; every number carries its unit, and hovering one says what it means.
 """
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QVBoxLayout
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from app.chat.live_gauges import Snapshot
-from app.ui.plots import CACHED, GENERATED, NEW, KvBar, RatePlot
+from app.chat.live_gauges import Snapshot, Turn
+from app.ui.charts import LineChart, TimelineChart
+from app.ui.colors import CACHED, GENERATED, NEW, WAIT
+from app.ui.meters import BigNumber, CeilingBar, KvBar
+
+TTFT_HELP = ("Time to first token: from Send until the first word appears. It is mostly prefill, "
+             "reading the whole prompt; a prefix still in the cache is not read again.")
+PREFILL_HELP = ("Prefill reads the prompt, many tokens per step in parallel: it is bound by arithmetic, "
+                "so it runs far faster than decode.")
+DECODE_HELP = ("Decode writes one token per step, and every step reads all the weights: it is bound by "
+               "memory bandwidth. Live while a reply runs, then the reply's own rate.")
+BANDWIDTH_HELP = ("Decoding reads every weight once per token, so it is bound by memory bandwidth: the "
+                  "rate it reads at, against this machine's peak (a short probe, or NVML for an NVIDIA "
+                  "GPU), and the fastest decode that peak allows for this model (the purple mark).")
+TIMELINE_HELP = ("Each reply from Send: grey is the wait before the prompt was read, orange the prefill, "
+                 "green the decode. A blue diamond marks a cached prefix: those tokens needed no prefill.")
 
 
-def _ms(s: float | None) -> str:
+def _ms(s: float | None) -> tuple[str | None, str]:
     if s is None:
-        return "–"
-    return f"{s * 1000:.0f} ms" if s < 10 else f"{s:.1f} s"
+        return None, "ms"
+    return (f"{s * 1000:.0f}", "ms") if s < 10 else (f"{s:.1f}", "s")
 
 
-def _rate(r: float | None) -> str:
-    return f"{r:.1f} tok/s" if r else "–"
+def _num(v: float | None, digits: int) -> str | None:
+    return f"{v:.{digits}f}" if v else None
 
 
 def _cached(s: Snapshot) -> str:
@@ -42,49 +58,114 @@ def _bandwidth(s: Snapshot) -> str:
     return f"{s.bw_gbs:.1f} GB/s · {share:.0f}% of peak · ceiling {s.ceiling_tok_s:.0f} tok/s"
 
 
-def _swatch(color, text: str) -> str:
-    return f'<span style="color:{color.name()};">■</span> {text}'
+def _peak(s: Snapshot) -> str:
+    if s.peak_gbs is None or s.ceiling_tok_s is None:
+        return ""
+    line = f"peak {s.peak_gbs:.1f} GB/s, {s.bw_source}"
+    if s.prefill_gflop_s:
+        line += f"<br>prefill computed {s.prefill_gflop_s:.1f} GFLOP/s"
+    return line
 
 
-class GaugesPanel(QGroupBox):
+def _turn_line(t: Turn) -> str:
+    tokens = f"{t.prefill_tokens} new" + (f", {t.cached} cached" if t.cached else "")
+    return (f"last: wait {t.wait_s * 1000:.0f} ms · prefill {t.prefill_s * 1000:.0f} ms ({tokens}) · "
+            f"decode {t.decode_s:.1f} s ({t.decode_tokens} tok)")
+
+
+def swatch(color, text: str, mark: str = "■") -> str:
+    return f'<span style="color:{color.name()};">{mark}</span> {text}'
+
+
+def _muted_label(text: str = "") -> QLabel:
+    lab = QLabel(text)
+    lab.setWordWrap(True)
+    lab.setTextFormat(Qt.TextFormat.RichText)
+    return lab
+
+
+def _heading(text: str, explain: str = "") -> QLabel:
+    lab = QLabel(f"<b>{text}</b>")
+    lab.setToolTip(explain)
+    return lab
+
+
+class GaugesPanel(QScrollArea):
     def __init__(self, parent=None):
-        super().__init__("Live gauges", parent)
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.phase = QLabel("idle")
-        self.ttft = QLabel("–")
-        self.recent = QLabel("–")
-        self.live_rate = QLabel("–")
-        self.final_rates = QLabel("–")
-        self.remaining = QLabel("–")
+        self.phase.setWordWrap(True)
+        self.ttft = BigNumber("TTFT", "ms", TTFT_HELP)
+        self.prefill = BigNumber("Prefill", "tok/s", PREFILL_HELP)
+        self.decode = BigNumber("Decode", "tok/s", DECODE_HELP)
+        self.final_rates = _muted_label("–")
+        self.ceiling_bar = CeilingBar()
+        self.ceiling_bar.setToolTip(BANDWIDTH_HELP)
+        self.bandwidth = _muted_label("–")
+        self.bandwidth.setToolTip(BANDWIDTH_HELP)
+        self.peak = _muted_label()
         self.kv_bar = KvBar()
-        self.kv_text = QLabel("–")
-        self.dropped = QLabel("none")
-        self.bandwidth = QLabel("–")
-        self.bandwidth.setToolTip("Decoding reads every weight once per token, so it is bound by memory "
-                                  "bandwidth: the rate it reads at, against this machine's peak (a short "
-                                  "probe), and the fastest decode that peak allows for this model.")
-        self.machine = QLabel("–")
-        self.gpu = QLabel("–")
+        self.kv_text = _muted_label("–")
+        self.plot = LineChart("decode (tok/s)", "seconds since first token")
+        self.plot.setToolTip("The decode rate over this reply (last second of tokens), with the ceiling "
+                             "this machine's memory allows.")
+        self.timeline = TimelineChart()
+        self.timeline.setToolTip(TIMELINE_HELP)
+        self.timeline_text = _muted_label(
+            " ".join((swatch(WAIT, "wait"), swatch(NEW, "prefill"), swatch(GENERATED, "decode"),
+                      swatch(CACHED, "cached prefix", "◆"))))
+        self.turn_text = _muted_label()
+        self.remaining = _muted_label("–")
+        self.recent = _muted_label("–")
+        self.machine = _muted_label("–")
+        self.gpu = _muted_label("–")
+        self.dropped = _muted_label("none")
         self.machine.setToolTip("This machine: CPU use overall and per core, and LlamaDesk's memory "
                                 "(sampled twice a second)")
         self.gpu.setToolTip("NVIDIA GPUs through NVML: use, memory, power and temperature")
-        self.plot = RatePlot()
-        for w in (self.recent, self.final_rates, self.kv_text, self.remaining, self.phase, self.bandwidth,
-                  self.machine, self.gpu):
-            w.setWordWrap(True)
+        self._build()
+        self.updates = 0  # refresh count (tests check the panel moves mid-reply)
+
+    def _build(self) -> None:
+        body = QWidget()
+        col = QVBoxLayout(body)
+        col.setContentsMargins(6, 6, 6, 6)
+        col.addWidget(_heading("Live gauges"))
+        col.addWidget(self.phase)
+        tiles = QGridLayout()
+        tiles.setSpacing(4)
+        for i, tile in enumerate((self.ttft, self.prefill, self.decode)):
+            tiles.addWidget(tile, 0, i)
+        col.addLayout(tiles)
+        col.addWidget(self.final_rates)
+        col.addWidget(_heading("Memory bandwidth", BANDWIDTH_HELP))
+        col.addWidget(self.ceiling_bar)
+        col.addWidget(self.bandwidth)
+        col.addWidget(self.peak)
+        col.addWidget(_heading("KV cache", "The model's context memory: the prompt reused from the "
+                               "cache, the prompt read now, and the generated tokens, of the whole context."))
+        col.addWidget(self.kv_bar)
+        col.addWidget(self.kv_text)
+        col.addWidget(self.plot)
+        col.addWidget(_heading("Timeline", TIMELINE_HELP))
+        col.addWidget(self.timeline)
+        col.addWidget(self.timeline_text)
+        col.addWidget(self.turn_text)
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        for label, w in (("Status", self.phase), ("TTFT", self.ttft), ("Recent TTFT", self.recent),
-                         ("Decode (live)", self.live_rate), ("Last reply", self.final_rates),
-                         ("Remaining", self.remaining), ("Bandwidth", self.bandwidth),
+        for label, w in (("Remaining", self.remaining), ("Recent TTFT", self.recent),
                          ("Machine", self.machine), ("GPU", self.gpu), ("Dropped", self.dropped)):
             form.addRow(label, w)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(QLabel("KV cache"))
-        lay.addWidget(self.kv_bar)
-        lay.addWidget(self.kv_text)
-        lay.addWidget(self.plot, 1)
-        self.updates = 0  # refresh count (tests check the panel moves mid-reply)
+        col.addLayout(form)
+        col.addStretch(1)
+        for chart in (self.plot, self.timeline):
+            chart.setMinimumHeight(120)
+            chart.setMaximumHeight(170)
+        self.setWidget(body)
+        self.setMinimumWidth(260)
 
     def show_machine(self, lines: tuple[str, str]) -> None:
         """The machine sampler's latest (app.engine.machine.describe)."""
@@ -93,6 +174,29 @@ class GaugesPanel(QGroupBox):
 
     def show_snapshot(self, s: Snapshot) -> None:
         self.updates += 1
+        self._status(s)
+        self.ttft.set_value(*_ms(s.ttft_s))
+        self.ttft.caption.setText("TTFT…" if s.active and not s.ttft_final else "TTFT")
+        self.prefill.set_value(_num(s.prefill_tok_s, 0))
+        live = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
+        self.decode.set_value(_num(live, 1))
+        self.decode.caption.setText("Decode (live)" if s.active else "Decode")
+        self._final_rates(s)
+        self.remaining.setText(f"≤ {s.remaining_s:.1f} s to max tokens ({s.max_tokens})"
+                               if s.active and s.remaining_s is not None else "–")
+        self.recent.setText(", ".join(f"{t * 1000:.0f} ms" for t in s.recent_ttft) or "–")
+        self._kv(s)
+        self.ceiling_bar.set_values(live, s.ceiling_tok_s)
+        self.bandwidth.setText(_bandwidth(s))
+        self.peak.setText(_peak(s))
+        self.peak.setVisible(bool(self.peak.text()))
+        self.dropped.setText(f"{s.dropped_messages} msgs ({s.dropped_tokens} tok) left out of context"
+                             if s.dropped_messages else "none")
+        self.plot.set_data(s.rate_series, s.ceiling_tok_s)
+        self.timeline.set_turns(s.turns)
+        self.turn_text.setText(_turn_line(s.turns[-1]) if s.turns else "")
+
+    def _status(self, s: Snapshot) -> None:
         if s.phase == "idle":
             self.phase.setText("idle")
         elif s.active:
@@ -100,33 +204,25 @@ class GaugesPanel(QGroupBox):
             self.phase.setText(f"{what} · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok")
         else:
             self.phase.setText(f"done in {s.elapsed_s:.2f} s · {s.generated} tok")
-        counting = s.active and not s.ttft_final
-        self.ttft.setText(_ms(s.ttft_s) + ("  (waiting…)" if counting else ""))
-        self.recent.setText(", ".join(_ms(t) for t in s.recent_ttft) or "–")
-        self.live_rate.setText(_rate(s.rate_tok_s) if s.active or s.rate_tok_s else "–")
+
+    def _final_rates(self, s: Snapshot) -> None:
         if s.prefill_tok_s or s.decode_tok_s:
             pre = f"{s.prefill_tok_s:.0f}" if s.prefill_tok_s else "–"
             dec = f"{s.decode_tok_s:.1f}" if s.decode_tok_s else "–"
-            self.final_rates.setText(f"prefill {pre} · decode {dec} tok/s")
+            self.final_rates.setText(f"last reply: prefill {pre} · decode {dec} tok/s")
         elif s.source is not None and not s.active:
             got = f" · received at {s.wall_decode_tok_s:.1f}/s" if s.wall_decode_tok_s else ""
-            self.final_rates.setText(f"not reported by the server{got}")
+            self.final_rates.setText(f"rates not reported by the server{got}")
         elif s.active:
-            self.final_rates.setText("(after this reply)")
-        if s.active and s.remaining_s is not None:
-            self.remaining.setText(f"≤ {s.remaining_s:.1f} s to max tokens ({s.max_tokens})")
-        else:
-            self.remaining.setText("–")
+            self.final_rates.setText("rates of this reply: when it ends")
+
+    def _kv(self, s: Snapshot) -> None:
         used = s.kv_cached + s.kv_new + s.kv_generated
         self.kv_bar.set_values(s.kv_cached, s.kv_new, s.kv_generated, s.n_ctx)
         pct = f" ({100 * used / s.n_ctx:.0f}%)" if s.n_ctx else ""
         self.kv_text.setText(
-            f"{_swatch(CACHED, _cached(s))} &nbsp;"
-            f"{_swatch(NEW, f'new {s.kv_new}')} &nbsp;"
-            f"{_swatch(GENERATED, f'generated {s.kv_generated}')}<br>"
-            f"{used} / {s.n_ctx}{pct}"
-        )
-        self.bandwidth.setText(_bandwidth(s))
-        self.dropped.setText(f"{s.dropped_messages} msgs ({s.dropped_tokens} tok) left out of context"
-                             if s.dropped_messages else "none")
-        self.plot.set_data(s.rate_series, s.turns)
+            f"{swatch(CACHED, _cached(s))} &nbsp;{swatch(NEW, f'new {s.kv_new}')} &nbsp;"
+            f"{swatch(GENERATED, f'generated {s.kv_generated}')}<br>{used} / {s.n_ctx} tokens{pct}")
+
+
+

@@ -67,3 +67,15 @@ def test_without_nvml_there_is_no_gpu_peak_and_the_cpu_figure_stands(model_path)
     finally:
         m.close()
     assert lim is not None and lim.source.startswith("probe (1 threads")
+
+
+def test_prefill_arithmetic_counts_the_weights_a_prompt_token_multiplies_through(model_path):
+    from gguf import GGUFReader
+
+    from app.engine.utilization import matmul_params
+
+    h = read_header(model_path)
+    # Second route: llama.cpp's own gguf-py reads the tensor table.
+    by_gguf = {t.name: int(t.n_elements) for t in GGUFReader(str(model_path)).tensors}
+    assert matmul_params(h) == sum(n for name, n in by_gguf.items() if name != "token_embd.weight")
+    assert 0 < matmul_params(h) < by_gguf["token_embd.weight"] * 2  # Gemma 3 270M: mostly embedding

@@ -62,7 +62,7 @@ def test_gauges_move_during_generation_not_only_at_the_end(qtbot, make_window):
         assert any(s.rate_tok_s for s in decoding) and any(s.remaining_s for s in decoding)
     final = seen[-1][1]
     assert not final.active and final.decode_tok_s and final.kv_generated == msg.stats.decode_tokens
-    assert final.turns and final.turns[-1][0] == msg.stats.ttft_s
+    assert final.turns and final.turns[-1].ttft_s == msg.stats.ttft_s
 
 
 def test_stop_answers_quickly_and_keeps_the_partial_reply(qtbot, make_window):

@@ -79,4 +79,5 @@ def test_live_gauges_count_ttft_while_waiting_and_split_the_kv_bar():
     assert abs(s.remaining_s - 40 / s.rate_tok_s) < 1e-6
     g.finish(_stats(ttft_s=0.7, decode_tokens=10), 101.0)
     s = g.snapshot(105.0)
-    assert not s.active and s.elapsed_s == 1.0 and s.turns == [(0.7, 100.0)] and s.decode_tok_s == 100.0
+    assert not s.active and s.elapsed_s == 1.0 and s.decode_tok_s == 100.0
+    assert [(t.ttft_s, t.decode_tok_s, t.cached) for t in s.turns] == [(0.7, 100.0, 5)]

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.charts import LineChart
 from app.ui.message_bar import MessageBar
-from app.ui.plots import SeriesPlot
 from app.ui.server.runner import DEFAULT_PORT, ServerRunner
 
 HISTORY_S = 60.0
@@ -52,7 +52,7 @@ class ServerPanel(QWidget):
         self.slots = QLabel("–")
         self.queued = QLabel("–")
         self.rate = QLabel("–")
-        self.plot = SeriesPlot("aggregate tok/s, last minute")
+        self.plot = LineChart("aggregate (tok/s)", "seconds", trailing_s=HISTORY_S)
         self.table = QTableWidget(0, 5)
         self.table.setHorizontalHeaderLabels(["time", "request", "kind", "TTFT", "tok/s"])
         self.table.verticalHeader().hide()
@@ -127,7 +127,7 @@ class ServerPanel(QWidget):
         self._series.append((now, s.tok_s or 0.0))
         while self._series and now - self._series[0][0] > HISTORY_S:
             self._series.popleft()
-        self.plot.set_data([(t - self._series[0][0], r) for t, r in self._series])
+        self.plot.set_data([(t - now, r) for t, r in self._series])
         recent = list(s.recent)
         if recent and recent[-1] != self._last_shown:
             self._last_shown = recent[-1]

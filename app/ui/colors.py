@@ -1,0 +1,14 @@
+"""The gauges' colours: one meaning per colour across the KV bar, the timeline and the charts.
+
+Mid-tone hues that read on both a light and a dark Base; everything neutral
+(text, axes, grid) comes from the palette instead.
+"""
+
+from PySide6.QtGui import QColor
+
+CACHED = QColor("#5d8aa8")  # prompt tokens reused from the cache
+NEW = QColor("#e39b3b")  # prompt tokens prefilled now
+GENERATED = QColor("#4caf50")  # generated tokens, decode
+TTFT = QColor("#c0504d")
+WAIT = QColor("#9e9e9e")  # before the prompt's evaluation began
+CEILING = QColor("#8e6bbf")  # the fastest decode this machine's memory allows

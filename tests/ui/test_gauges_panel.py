@@ -1,0 +1,75 @@
+"""The gauges as a user reads them: big numbers with units, the ceiling, the timeline, both palettes."""
+
+from __future__ import annotations
+
+import re
+
+from PySide6.QtGui import QColor, QPalette
+
+from app.chat.live_gauges import turn_from
+from app.engine.stats import ReplyStats
+from tests.ui.conftest import ask, decode_to_max_tokens, small_config
+
+
+def _stats(**kw) -> ReplyStats:
+    base = dict(ttft_s=0.5, prefill_tokens=40, cached_tokens=0, prefill_s=0.3, prefill_tok_s=133.0,
+                decode_tokens=20, decode_s=1.0, decode_tok_s=20.0, total_s=1.6, kv_used=60, n_ctx=512,
+                stop_reason="stop")
+    base.update(kw)
+    return ReplyStats(**base)
+
+
+def test_a_turn_is_split_at_the_engines_prefill_start_or_else_by_its_prefill_time():
+    t = turn_from(_stats(), prefill_began=0.1)
+    assert (round(t.wait_s, 6), round(t.prefill_s, 6), round(t.decode_s, 6)) == (0.1, 0.4, 1.1)
+    assert abs(t.total_s - 1.6) < 1e-9
+    remote = turn_from(_stats(source="llama-server at x"), prefill_began=None)  # only the server's prefill
+    assert (round(remote.wait_s, 6), round(remote.prefill_s, 6)) == (0.2, 0.3)
+    unknown = turn_from(_stats(prefill_s=None, ttft_s=None), prefill_began=None)  # no text came
+    assert unknown.wait_s == unknown.prefill_s == 0.0 and abs(unknown.decode_s - 1.6) < 1e-9
+
+
+def test_mid_reply_the_panel_shows_live_numbers_the_ceiling_and_the_timeline(qtbot, make_window):
+    win = make_window(small_config(max_tokens=24))
+    first = ask(qtbot, win, "Name three colours.")
+    win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
+    win.config.max_tokens = 160
+    g = win.gauges
+    win.composer.set_text("Tell me a long story about the sea.")
+    with qtbot.waitSignal(win.flow.reply_finished, timeout=120_000) as done:
+        win.flow.send()
+        qtbot.waitUntil(lambda: win.flow.gauges.generated >= 30, timeout=60_000)
+        qtbot.wait(400)
+        mid = {"decode": g.decode.text(), "caption": g.decode.caption.text(), "ttft": g.ttft.text(),
+               "points": len(g.plot.curve.xData if g.plot.curve.xData is not None else []),
+               "ceiling": g.plot.ceiling_line.value(),
+               "ceiling_shown": g.plot.ceiling_line.isVisible(), "bar": g.ceiling_bar.rate,
+               "bar_ceiling": g.ceiling_bar.ceiling}
+    second = done.args[0]
+    assert re.fullmatch(r"\d+\.\d tok/s", mid["decode"]) and mid["caption"] == "Decode (live)"
+    assert re.fullmatch(r"\d+ ms", mid["ttft"])
+    assert mid["points"] >= 2, "the live decode curve has points mid-reply"
+    assert mid["ceiling_shown"] and mid["ceiling"] == mid["bar_ceiling"] and mid["bar"] > 0
+    qtbot.waitUntil(lambda: g.decode.caption.text() == "Decode", timeout=5_000)
+    assert g.decode.text() == f"{second.stats.decode_tok_s:.1f} tok/s"
+    assert g.prefill.text() == f"{second.stats.prefill_tok_s:.0f} tok/s"
+    # The timeline: one bar per turn, its segments adding up to what each reply took.
+    bars = g.timeline.bars
+    widths = [[bars[k].opts["width"][i] for k in ("wait", "prefill", "decode")] for i in range(2)]
+    for w, msg in zip(widths, (first, second)):
+        assert abs(sum(w) - msg.stats.total_s) < 0.05 * msg.stats.total_s + 0.02
+        assert abs(w[0] + w[1] - msg.stats.ttft_s) < 0.02 + 0.05 * msg.stats.ttft_s
+    assert second.stats.cached_tokens > 0 and len(g.timeline.cached.data) == 1  # the second reused a prefix
+    assert f"{second.stats.cached_tokens} cached" in g.turn_text.text()
+    assert "GFLOP/s" in g.peak.text()
+
+
+def test_the_charts_follow_a_dark_palette(qtbot, make_window):
+    win = make_window(small_config())
+    pal = QPalette(win.palette())
+    pal.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
+    pal.setColor(QPalette.ColorRole.Text, QColor("#e0e0e0"))
+    win.setPalette(pal)
+    for chart in (win.gauges.plot, win.gauges.timeline):
+        qtbot.waitUntil(lambda c=chart: c.backgroundBrush().color().name() == "#1e1e1e", timeout=2_000)
+        assert chart.getAxis("left").textPen().color().name() == "#e0e0e0"
