@@ -39,6 +39,7 @@ from app.engine.decoder import common_prefix
 from app.engine.errors import ContextOverflowError, EngineError
 from app.engine.loader import LoadedModel
 from app.engine.prompt import Msg, chat_format, reply_stops
+from app.engine.utilization import limits_for
 
 # A step reads the weights once whatever the number of slots, so aggregate
 # tok/s grows with slots until the step turns compute-bound; where that
@@ -52,6 +53,8 @@ ONLINE_RESERVE = 1
 DEFAULT_SLOT_CTX = 1024
 PROGRESS_EVERY_S = 0.2
 RATE_WINDOW_S = 3.0
+# A step of this many prompt tokens and no decoding measures the arithmetic rate.
+ARITHMETIC_STEP_TOKENS = 32
 
 
 class BatchEngine:
@@ -83,6 +86,8 @@ class BatchEngine:
         self.slots: list[Slot | None] = [None] * (n_slots + ONLINE_RESERVE)
         self._kept: list[list[int]] = [[] for _ in self.slots]  # each free sequence's tokens in the KV
         self._results: list[BatchResult] = []
+        self.limits = limits_for(model)  # None where no one peak applies (a partial GPU offload)
+        self.flop_s: float | None = None  # the best arithmetic rate a pure prefill step reached
         self.t0 = time.perf_counter()
         self._reset_counters()
 
@@ -304,11 +309,16 @@ class BatchEngine:
     def _step(self) -> None:
         """One llama_decode: the next token of every decoding slot, then prompt chunks."""
         live = self._live()
+        decoding = sum(s.state is SlotState.DECODING for s in live)
         n, fed, outs = self._gather(live)
         if n == 0:
             return
         self._batch.n_tokens = n
+        t = time.perf_counter()
         rc = llama_cpp.llama_decode(self.ctx, self._batch)
+        if rc == 0 and not decoding and n >= ARITHMETIC_STEP_TOKENS and self.limits is not None:
+            rate = self.limits.prefill_flop_s(n, time.perf_counter() - t)
+            self.flop_s = max(self.flop_s or 0.0, rate)
         if rc != 0:
             for s in live:
                 self._finish(s, error=f"llama_decode failed in a batch step (code {rc})")
@@ -428,9 +438,13 @@ class BatchEngine:
         if self._done:
             eta = elapsed / self._done * max(0, self._total - self._done)
         busy = sum(s is not None for s in self.slots[:self.n_slots])
+        ceiling = bound = None
+        positions = [s.n_past for s in self.slots if s is not None and s.state is SlotState.DECODING]
+        if self.limits is not None and positions:
+            ceiling, bound = self.limits.batched_ceiling(positions, self.flop_s)
         self._emit(BatchProgress(
             done=self._done, failed=self._failed, total=self._total,
             queued=len(self._queue) + len(self._online), busy_slots=busy, n_slots=self.n_slots,
             online_busy=sum(s is not None and s.req.online for s in self.slots),
             generated=self._generated, elapsed_s=elapsed, tok_s=rate, avg_tok_s=avg, eta_s=eta,
-            paused=self._paused))
+            paused=self._paused, decoding=len(positions), ceiling_tok_s=ceiling, ceiling_bound=bound))

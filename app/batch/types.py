@@ -97,6 +97,11 @@ class BatchProgress:
     eta_s: float | None
     paused: bool
     online_busy: int = 0  # slots serving online requests (the reserved one included)
+    decoding: int = 0  # sequences the last step decoded a token for
+    # The fastest aggregate decode for that many sequences here (app.engine.utilization's
+    # batched_ceiling), and what binds it: "bandwidth" or "arithmetic"; None for a server.
+    ceiling_tok_s: float | None = None
+    ceiling_bound: str | None = None
 
     @property
     def occupancy(self) -> float:

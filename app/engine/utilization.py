@@ -177,10 +177,30 @@ class Limits:
     source: str
     weights: int = 0
     params: int = 0
+    decode_params: int = 0
 
     def __post_init__(self) -> None:
         self.weights = weight_bytes(self.header)
         self.params = matmul_params(self.header)
+        out = self.header.tensors.get("output.weight") or self.header.tensors.get("token_embd.weight")
+        self.decode_params = self.params + (out[0] if out else 0)  # every decoded token gets logits
+
+    def batched_ceiling(self, positions: list[int], flop_s: float | None = None) -> tuple[float, str]:
+        """(tok/s, what binds) for one step decoding a token for each sequence at `positions`.
+
+        The step reads the weights once for all of them and each one's KV cache, so the
+        bandwidth ceiling grows with the batch; `flop_s`, the arithmetic rate measured
+        on prefill steps, caps it where the step turns compute-bound."""
+        n = len(positions)
+        if n == 0:
+            return 0.0, "bandwidth"
+        step = self.weights + sum(kv_bytes(self.header, max(p, 1), self.kv_type) for p in positions)
+        memory = n * self.peak / step
+        if flop_s and self.decode_params:
+            compute = flop_s / (2.0 * self.decode_params)
+            if compute < memory:
+                return compute, "arithmetic"
+        return memory, "bandwidth"
 
     def prefill_flop_s(self, tokens: int, seconds: float) -> float:
         """Arithmetic achieved by a prefill: 2 FLOPs (multiply, add) per parameter per token."""

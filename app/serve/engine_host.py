@@ -37,6 +37,9 @@ class HostStats:
     queued: int = 0
     online_busy: int = 0
     tok_s: float | None = None
+    ceiling_tok_s: float | None = None  # for the sequences decoding now (BatchProgress)
+    ceiling_bound: str | None = None
+    decoding: int = 0
     generated: int = 0
     recent: list = field(default_factory=list)  # (time, custom_id, ttft_s, tok/s, online)
 
@@ -122,6 +125,7 @@ class ServeEngine:
             s = self.stats
             s.busy_slots, s.queued, s.online_busy = ev.busy_slots, ev.queued, ev.online_busy
             s.tok_s, s.generated = ev.tok_s, ev.generated
+            s.ceiling_tok_s, s.ceiling_bound, s.decoding = ev.ceiling_tok_s, ev.ceiling_bound, ev.decoding
             s.busy = sum(x is not None for x in self.engine.slots)
             return
         if isinstance(ev, RequestStarted):

@@ -296,3 +296,21 @@ def test_without_kept_prefixes_nothing_is_reused(model):
     finally:
         eng.free()
     assert r.stats.cached_tokens == 0
+
+
+def test_progress_carries_the_batched_ceiling_of_the_sequences_decoding(model):
+    seen: list[BatchProgress] = []
+    eng = _engine(model, 4, on_event=lambda ev: seen.append(ev) if isinstance(ev, BatchProgress) else None)
+    prompt = "Write about " + ", ".join(TOPICS) + "."  # a prompt of dozens of tokens: a pure prefill step
+    try:
+        eng.submit_many([raw(model, i, prompt, fixed(48)) for i in range(4)])
+        eng.run()
+    finally:
+        eng.free()
+    assert eng.flop_s and eng.flop_s > 0, "a pure prefill step measured the arithmetic rate"
+    with_ceiling = [p for p in seen if p.ceiling_tok_s]
+    assert with_ceiling and all(p.decoding >= 1 and p.ceiling_bound in ("bandwidth", "arithmetic")
+                                for p in with_ceiling)
+    single = eng.limits.at(len(model.llm.tokenize(prompt.encode())), None)[2]
+    four = [p for p in with_ceiling if p.decoding == 4]
+    assert four and max(p.ceiling_tok_s for p in four) > 1.5 * single  # one read of the weights, four tokens

@@ -79,3 +79,19 @@ def test_prefill_arithmetic_counts_the_weights_a_prompt_token_multiplies_through
     by_gguf = {t.name: int(t.n_elements) for t in GGUFReader(str(model_path)).tensors}
     assert matmul_params(h) == sum(n for name, n in by_gguf.items() if name != "token_embd.weight")
     assert 0 < matmul_params(h) < by_gguf["token_embd.weight"] * 2  # Gemma 3 270M: mostly embedding
+
+
+def test_the_batched_ceiling_rises_with_sequences_until_arithmetic_binds(model_path):
+    from app.engine.utilization import Limits
+
+    lim = Limits(read_header(model_path), "f16", peak=40e9, source="test")
+    one, bound = lim.batched_ceiling([100])
+    assert bound == "bandwidth" and abs(one - lim.at(100, None)[2]) < 1e-6 * one  # as the chat shows it
+    eight, _ = lim.batched_ceiling([100] * 8)
+    assert 7 * one < eight < 8 * one  # weights read once for all; each sequence adds its KV
+    long_ctx, _ = lim.batched_ceiling([3000] * 8)
+    assert long_ctx < eight
+    flop_s = 2 * lim.decode_params * 300  # an arithmetic rate that allows 300 decoded tok/s
+    capped, bound = lim.batched_ceiling([100] * 64, flop_s)
+    assert bound == "arithmetic" and abs(capped - 300) < 1e-6
+    assert lim.batched_ceiling([100], flop_s) == (one, "bandwidth")  # one sequence: memory binds first

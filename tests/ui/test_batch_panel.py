@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -32,8 +33,9 @@ def _lines(path) -> list[dict]:
 def test_pasted_prompts_fill_the_table_and_the_output(qtbot, make_window, tmp_path):
     win = make_window(small_config())
     panel = _panel(win, tmp_path)
-    seen = []
+    seen, lines = [], []
     panel.progress_shown.connect(lambda p: seen.append((p.done, p.busy_slots, time.perf_counter())))
+    panel.progress_shown.connect(lambda p: lines.append(panel.rate_label.text()))
     with qtbot.waitSignal(panel.batch_finished, timeout=120_000) as blocker:
         assert panel.start()
     summary = blocker.args[0]
@@ -50,6 +52,9 @@ def test_pasted_prompts_fill_the_table_and_the_output(qtbot, make_window, tmp_pa
     assert len({d for d, _, _ in seen}) >= 3, seen
     busy = [b for _, b, _ in seen]
     assert max(busy) >= 2 and len(set(busy)) >= 2, busy  # occupancy moved during the run
+    # Aggregate tok/s against the batched ceiling of the sequences decoding.
+    ceiling = r"\d+% of the \d+ tok/s ceiling for \d sequences? \((memory bandwidth|arithmetic)\)"
+    assert any(re.search(ceiling, t) for t in lines), lines
     assert panel.slot_bar.maximum() == 3
     assert panel.done_bar.value() == 6
     dlg = panel.open_result(panel.table.results[0])

@@ -28,6 +28,13 @@ def test_serving_from_the_window_while_chatting(qtbot, make_window):
     hi = [{"role": "user", "content": "Hi"}]
     r = client.chat.completions.create(model=model, messages=hi, max_tokens=6)
     assert r.usage.completion_tokens > 0
+    shown = []
+    for _chunk in client.chat.completions.create(model=model, messages=hi, max_tokens=48, stream=True,
+                                                 extra_body={"ignore_eos": True}):
+        panel.refresh()
+        shown.append((panel.rate.text(), panel.plot.ceiling_line.isVisible()))
+    # The aggregate against the ceiling of what the server decodes, on the panel and its chart.
+    assert any("% of the" in t and "tok/s ceiling for 1 sequence " in t and line for t, line in shown), shown
     msg = ask(qtbot, win, "Name a colour.")  # routed to the server's engine
     assert msg.content and msg.stats.decode_tokens > 0
     host = win.server_runner.host

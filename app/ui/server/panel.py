@@ -25,11 +25,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.batch.results import ceiling_line
 from app.ui.charts import LineChart
 from app.ui.message_bar import MessageBar
 from app.ui.server.runner import DEFAULT_PORT, ServerRunner
 
 HISTORY_S = 60.0
+
+
+def server_rate(s) -> str:
+    """Aggregate tok/s against the batched ceiling of the sequences decoding now."""
+    return f"{s.tok_s:.1f} tok/s" + ceiling_line(s) if s.tok_s else "idle"
 
 
 class ServerPanel(QWidget):
@@ -122,12 +128,12 @@ class ServerPanel(QWidget):
         batch = s.busy - s.online_busy
         self.slots.setText(f"{s.busy} of {s.n_slots + 1} ({s.online_busy} online, {batch} batch)")
         self.queued.setText(str(s.queued))
-        self.rate.setText(f"{s.tok_s:.1f} tok/s" if s.tok_s else "idle")
+        self.rate.setText(server_rate(s))
         now = time.monotonic() - self._t0
         self._series.append((now, s.tok_s or 0.0))
         while self._series and now - self._series[0][0] > HISTORY_S:
             self._series.popleft()
-        self.plot.set_data([(t - now, r) for t, r in self._series])
+        self.plot.set_data([(t - now, r) for t, r in self._series], s.ceiling_tok_s)
         recent = list(s.recent)
         if recent and recent[-1] != self._last_shown:
             self._last_shown = recent[-1]
