@@ -376,7 +376,7 @@ class BatchEngine:
     def _sample(self, outs: list[tuple[Slot, int]]) -> None:
         """Sample each slot's token from its logits row; finished slots free their sequence."""
         for s, idx in outs:
-            tok = llama_cpp.llama_sampler_sample(s.sampler.chain, self.ctx, idx)
+            tok = s.sampler.sample(self.ctx, idx)
             before = s.generated
             done = s.accept(tok, time.perf_counter())
             self._generated += s.generated - before

@@ -27,14 +27,21 @@ from app.engine.models import resolve_model
 LEVELS = (1, 4, 8, 16)
 
 
-def _one(base: str, model: str, i: int, tokens: int) -> tuple[float | None, int]:
+def clients(base: str, n: int) -> httpx.Client:
+    """One pooled client for `n` concurrent streams, as an OpenAI client keeps one: a client per
+    request would time its own setup (an SSL context, tens of ms of CPU) as the server's TTFT."""
+    return httpx.Client(base_url=base, timeout=600, trust_env=False,
+                        limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+
+
+def _one(http: httpx.Client, model: str, i: int, tokens: int) -> tuple[float | None, int]:
     """One streaming request: (TTFT, tokens received)."""
     msgs = [{"role": "user", "content": f"{i}. Write a long story about a dragon."}]
     body = {"model": model, "messages": msgs, "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
             "repeat_penalty": 1.0, "stream": True}
     t0 = time.perf_counter()
     ttft, n = None, 0
-    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=600) as r:
+    with http.stream("POST", "/v1/chat/completions", json=body) as r:
         for line in r.iter_lines():
             if not line.startswith("data: {"):
                 continue
@@ -46,11 +53,13 @@ def _one(base: str, model: str, i: int, tokens: int) -> tuple[float | None, int]
     return ttft, n
 
 
-def _load(base: str, model: str, clients: int, tokens: int) -> dict:
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        rows = list(pool.map(lambda i: _one(base, model, i, tokens), range(clients * 2)))
-    wall = time.perf_counter() - t0
+def _load(base: str, model: str, n_clients: int, tokens: int) -> dict:
+    with clients(base, n_clients) as http:
+        _one(http, model, -1, 1)  # the connection made before the clock starts
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(n_clients) as pool:
+            rows = list(pool.map(lambda i: _one(http, model, i, tokens), range(n_clients * 2)))
+        wall = time.perf_counter() - t0
     ttfts = sorted(t for t, _ in rows if t is not None)
     p95 = ttfts[min(len(ttfts) - 1, int(round(0.95 * (len(ttfts) - 1))))] if ttfts else None
     return {"requests": len(rows), "aggregate_tok_s": sum(n for _, n in rows) / wall,
@@ -58,12 +67,15 @@ def _load(base: str, model: str, clients: int, tokens: int) -> dict:
 
 
 def _sweep(srv: ServerProcess, tokens: int) -> dict:
-    _one(srv.base, srv.model, -1, 4)  # warm up
+    with clients(srv.base, 1) as http:
+        _one(http, srv.model, -1, 4)  # warm up
     return {str(n): _load(srv.base, srv.model, n, tokens) for n in LEVELS}
 
 
 def _ttft_during_batch(srv: ServerProcess, slots: int, tokens: int) -> dict:
-    idle = [_one(srv.base, srv.model, 1000 + i, 4)[0] for i in range(3)]
+    online = clients(srv.base, 1)
+    _one(online, srv.model, 999, 1)
+    idle = [_one(online, srv.model, 1000 + i, 4)[0] for i in range(3)]
     lines = [json.dumps({"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
                          "body": {"model": srv.model, "max_tokens": tokens * 4, "ignore_eos": True,
                                   "messages": [{"role": "user", "content": f"{i}. Write a long essay."}]}})
@@ -80,9 +92,10 @@ def _ttft_during_batch(srv: ServerProcess, slots: int, tokens: int) -> dict:
             if busy and float(busy[0].split()[1]) >= slots:
                 break
             time.sleep(0.1)
-        during = [_one(srv.base, srv.model, 2000 + i, 4)[0] for i in range(3)]
+        during = [_one(online, srv.model, 2000 + i, 4)[0] for i in range(3)]
         still = c.get(f"/v1/batches/{bid}").json()["status"]
         c.post(f"/v1/batches/{bid}/cancel")
+    online.close()
     idle_s, busy_s = statistics.median(idle), statistics.median(during)
     return {"online_ttft_idle_s": idle_s, "online_ttft_during_batch_s": busy_s,
             "online_ttft_ratio": busy_s / idle_s, "batch_still_running": still == "in_progress"}

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import llama_cpp
+import numpy as np
 
 PENALTY_WINDOW = 64  # recent tokens the repeat penalty looks at
 INT32_MAX = 2**31 - 1  # max_tokens and top_k reach llama.cpp as int32_t
@@ -153,9 +154,18 @@ class Sampler:
                 PENALTY_WINDOW if penalize else 0, s.dry_last_n if dry else 0)
             for tok in seen[len(seen) - min(back, len(seen)):]:
                 llama_cpp.llama_sampler_accept(self.chain, tok)
+        # Greedy and nothing else: the argmax of the logits row is that sampler's choice (the
+        # first maximum, as llama.cpp's greedy picks it), without the chain building a
+        # candidate array the size of the vocabulary for every token.
+        self.n_vocab = n_vocab
+        self.argmax = llama_cpp.llama_sampler_chain_n(self.chain) == 1 and s.temperature <= 0
 
-    def sample(self, ctx) -> int:
-        return llama_cpp.llama_sampler_sample(self.chain, ctx, -1)
+    def sample(self, ctx, idx: int = -1) -> int:
+        """The next token from row `idx` of the last decode's logits."""
+        if self.argmax:
+            row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx), shape=(self.n_vocab,))
+            return int(row.argmax())
+        return llama_cpp.llama_sampler_sample(self.chain, ctx, idx)
 
     def close(self) -> None:
         if self.chain is not None:
