@@ -9,6 +9,10 @@ It answers three questions about "never freeze":
 - does painting stay cheap as the reply grows (paint_ms_first / paint_ms_last:
   mean cost of one frame, text append plus viewport paint, over the frames that
   delivered the first and the last 100 tokens).
+
+The story reply is mostly paragraphs. `markdown=True` asks for a reply full of
+code blocks, lists and tables instead (the view renders each one as it
+finishes), and the report counts what the reply really contained.
 """
 
 from __future__ import annotations
@@ -25,6 +29,36 @@ if TYPE_CHECKING:
     from PySide6.QtCore import QTimer
 
 PROMPT = "Write a long story about a dragon who learns to paint."
+# The bundled base model writes Markdown when an earlier turn shows it how: one
+# answer with a code block, a bullet list, a table and numbered steps.
+MARKDOWN_SHOT = ("How do I sort a list of numbers in Python?", """\
+Use `sorted()` for a new list, or `list.sort()` to sort in place.
+
+```python
+numbers = [5, 2, 9, 1]
+print(sorted(numbers))
+numbers.sort(reverse=True)
+print(numbers)
+```
+
+Things to remember:
+
+- `sorted()` returns a new list.
+- `list.sort()` changes the list and returns `None`.
+- Both accept `key=` and `reverse=`.
+
+| Call | Returns | Changes the list |
+|------|---------|------------------|
+| `sorted(xs)` | a new list | no |
+| `xs.sort()` | `None` | yes |
+
+Steps:
+
+1. Pick `sorted()` or `sort()`.
+2. Add `key=` to sort by a field.
+3. Add `reverse=True` for descending order.
+""")
+MARKDOWN_PROMPT = "How do I reverse a string in Python?"
 HEARTBEAT_MS = 10
 EDGE_TOKENS = 100
 
@@ -64,7 +98,8 @@ def _mean(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024) -> dict:
+def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024,
+                  markdown: bool = False) -> dict:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
@@ -73,12 +108,17 @@ def run_gui_bench(model_path: str | None, opts: LoadOptions, tokens: int = 1024)
     try:
         info = _load_and_warm_up(win, model_path)
         _prepare_long_reply(win, tokens)
+        prompt = _show_markdown_shot(win) if markdown else PROMPT
         appends, ticks, beat = _instrument(win)
         paint_log = win.view.paint_log
-        msg = _stream(app, win, beat)
+        msg = _stream(app, win, beat, prompt)
+        live_renders = win.view.live_renders
     finally:
         win.close()
-    return _report(info, msg.stats, paint_log, appends, ticks)
+    report = _report(info, msg.stats, paint_log, appends, ticks)
+    report.update(reply="markdown" if markdown else "story", **_contents(msg.content),
+                  live_renders=live_renders)
+    return report
 
 
 def _window(model_path: str | None, opts: LoadOptions, tokens: int):
@@ -112,6 +152,27 @@ def _prepare_long_reply(win, tokens: int) -> None:
     # token and no stop string of the prompt format ends the reply early.
     win.flow.settings_source = lambda: GenerationSettings(max_tokens=tokens, temperature=0,
                                                           ignore_eos=True)
+
+
+def _show_markdown_shot(win) -> str:
+    """Open a chat whose first exchange is the Markdown example; return the question."""
+    from app.chat.conversation import ChatMessage, Conversation
+
+    q, a = MARKDOWN_SHOT
+    win.flow.new_chat(Conversation(messages=[ChatMessage("user", q), ChatMessage("assistant", a)]))
+    return MARKDOWN_PROMPT
+
+
+def _contents(text: str) -> dict:
+    """What the reply held, counted on the renderer's own parse, so the figures
+    say which kind of reply was measured."""
+    from app.ui.markdown_render import markdown_parser
+
+    kinds = [t.type for t in markdown_parser().parse(text)]
+    return {"code_blocks": kinds.count("fence") + kinds.count("code_block"),
+            "list_items": kinds.count("list_item_open"),
+            "table_rows": kinds.count("tr_open"),
+            "paragraphs": kinds.count("paragraph_open")}
 
 
 def _instrument(win) -> tuple[list[tuple[float, int]], list[float], QTimer]:
@@ -148,10 +209,10 @@ def _instrument(win) -> tuple[list[tuple[float, int]], list[float], QTimer]:
     return appends, ticks, beat
 
 
-def _stream(app, win, beat: QTimer):
+def _stream(app, win, beat: QTimer, prompt: str):
     """Send the long prompt with the heartbeat running; returns the finished message."""
     beat.start()
-    win.composer.set_text(PROMPT)
+    win.composer.set_text(prompt)
     win.flow.send()
     msg = _wait(win.flow.reply_finished, 600)[0]
     beat.stop()

@@ -36,6 +36,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     mode.add_argument("--serve", action="store_true",
                       help="`llamadesk serve` under 1, 4, 8 and 16 streaming clients against llama.cpp's "
                            "llama-server (same model, slots and context), and online TTFT during a batch")
+    p.add_argument("--markdown", action="store_true",
+                   help="with --gui: ask for a reply full of code blocks, lists and tables (an earlier "
+                        "turn shows the model one) instead of a story, and count what it held")
     p.add_argument("--messages", type=int, default=10_000, metavar="N", help="with --store (default 10000)")
     add_model_args(p)
     add_endpoint_args(p)  # --endpoint: the remote server's TTFT, decode and throughput at 1, 4, 8 at once
@@ -45,6 +48,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.tokens < 2:
         raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
+    if args.markdown and not args.gui:
+        raise ValueError("--markdown chooses the reply of --gui: give --gui too")
     result = _bench(args)
     if args.json:
         json.dump(result, sys.stdout)
@@ -88,7 +93,7 @@ def _bench(args: argparse.Namespace) -> dict:
     if args.gui:
         from app.bench.gui import run_gui_bench
 
-        return run_gui_bench(args.model, load_options(args), max(args.tokens, 1024))
+        return run_gui_bench(args.model, load_options(args), max(args.tokens, 1024), markdown=args.markdown)
     from app.bench.engine import run_engine_bench
 
     return run_engine_bench(args.model, load_options(args), args.tokens, args.rounds)

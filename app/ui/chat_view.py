@@ -1,11 +1,14 @@
 """The transcript: one QTextBrowser, one QTextFrame per message.
 
 A single document keeps text selectable across messages. Finished messages
-are rendered from Markdown once. The message being streamed is plain text
-appended at the end of its frame with a QTextCursor, so one paint costs the
-same at token 10 and token 1,000 (re-setting the HTML of a growing reply is
-what makes other chat apps freeze on long answers); it is rendered as
-Markdown once, when it ends.
+are rendered from Markdown once. The message being streamed is rendered a
+block at a time: a top-level Markdown block is rendered once, when it is
+finished (app.ui.live_markdown says when), and only the open block after it
+is plain text appended with a QTextCursor (an open code block already in its
+code box), so one paint costs the same at token 10 and token 1,000 (re-setting
+the HTML of a growing reply is what makes other chat apps freeze on long
+answers). When the reply ends it is rendered whole into its frame, which
+draws its blocks where the live ones were drawn.
 """
 
 from __future__ import annotations
@@ -21,17 +24,24 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
+    QTextDocument,
+    QTextDocumentFragment,
     QTextFrame,
     QTextFrameFormat,
     QTextLength,
+    QTextTable,
 )
 from PySide6.QtWidgets import QTextBrowser
 
 from app.chat.conversation import ChatMessage
+from app.ui.live_markdown import LINE_BREAK, LiveBlocks
 from app.ui.markdown_render import MarkdownRenderer, Theme
 
 ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System"}
 FOLLOW_SLACK_PX = 12  # this close to the bottom counts as "at the bottom"
+FRAME_PADDING = 8  # a message frame's padding, which the live reply's blocks copy as margins
+PARAGRAPH_MARGIN = 12  # QTextDocument's margin above a <p>
+CODE_PLACEHOLDER = "\u200b"  # stands in an open code box's cell until its text replaces it
 
 
 def theme_from(pal: QPalette) -> Theme:
@@ -54,14 +64,22 @@ class ChatView(QTextBrowser):
         self.document().setDocumentMargin(10)
         self.renderer = MarkdownRenderer(theme_from(self.palette()))
         self._frames: list[QTextFrame] = []
-        self._codes: dict[int, str] = {}
+        self._codes: dict[int, str] = {}  # copy link number -> the code it copies
+        self._next_code = 0
         self._live = False
         self._live_start = 0  # document position where the live reply's header starts
-        self._live_body = 0  # ... and where its text starts
+        self._live_body = 0  # ... where its text starts
+        self._live_tail = 0  # ... and where its open (not yet rendered) block starts
         self._live_has_text = False
+        self._blocks = LiveBlocks(self.renderer.md)
+        self._live_codes: list[int] = []  # copy links of the live reply's rendered blocks
+        self._live_code: QTextTable | None = None  # the box of an open code block
+        self._shown = 0  # the open block's text on screen ends here in LiveBlocks.tail
+        self._scratch = QTextDocument(self)  # where a finished block is built before it goes in
         self.follow = True  # auto-scroll; off while the user reads further up
         self.stream_paints = 0  # incremental paints of the live reply (tests, bench)
         self.final_paints = 0  # whole-reply renders (one per reply)
+        self.live_renders = 0  # times finished blocks were rendered while the reply streamed (tests, bench)
         # (kind, perf_counter at end, ms) per text append and per viewport paint, when benchmarking
         self.paint_log: list[tuple[str, float, float]] | None = None
         sb = self.verticalScrollBar()
@@ -111,10 +129,7 @@ class ChatView(QTextBrowser):
     def _message_html(self, msg: ChatMessage) -> str:
         t = self.renderer.theme
         if msg.role == "assistant":
-            r = self.renderer.render(msg.content, copy_base=len(self._codes))
-            for code in r.code_blocks:
-                self._codes[len(self._codes)] = code
-            body = r.html or "<p></p>"
+            body = self._render(msg.content) or "<p></p>"
         else:  # the user's text is shown as typed, not interpreted
             body = "<p>" + html.escape(msg.content).replace("\n", "<br>") + "</p>"
         foot = ""
@@ -128,6 +143,18 @@ class ChatView(QTextBrowser):
             cut = (f' &nbsp;<span style="color:#c0392b; font-weight:normal;">'
                    f"· {html.escape(msg.state)} (partial reply)</span>")
         return self._header_html(msg.role, msg.out_of_context, cut) + body + foot
+
+    def _render(self, text: str, live: list[int] | None = None) -> str:
+        """Markdown to HTML, its code blocks kept under fresh copy numbers (noted in
+        `live` for a live reply's, which go when it does); numbers are never reused,
+        so a link drawn earlier never copies another block."""
+        r = self.renderer.render(text, copy_base=self._next_code)
+        for code in r.code_blocks:
+            self._codes[self._next_code] = code
+            if live is not None:
+                live.append(self._next_code)
+            self._next_code += 1
+        return r.html
 
     def _new_frame(self, fmt: QTextFrameFormat) -> tuple[QTextFrame, QTextCursor]:
         cur = QTextCursor(self.document())
@@ -145,6 +172,7 @@ class ChatView(QTextBrowser):
         self.document().clear()
         self._frames.clear()
         self._codes.clear()
+        self._next_code = 0
         self.follow = True
 
     def add_message(self, msg: ChatMessage) -> None:
@@ -167,6 +195,7 @@ class ChatView(QTextBrowser):
             moved = self.document().characterCount() - before
             self._live_start += moved
             self._live_body += moved
+            self._live_tail += moved
 
     def show_conversation(self, messages: list[ChatMessage]) -> None:
         self.clear_messages()
@@ -193,6 +222,8 @@ class ChatView(QTextBrowser):
     # a frame of its own: QTextDocumentLayout finds the visible blocks of the
     # root frame by binary search but walks a nested frame block by block, so
     # streaming into a frame made every paint cost grow with the reply.
+    # Its finished Markdown blocks are rendered there once (LiveBlocks says
+    # which); only the open block after them is rewritten as tokens come.
     def _end(self) -> QTextCursor:
         cur = QTextCursor(self.document())
         cur.movePosition(QTextCursor.MoveOperation.End)
@@ -200,23 +231,19 @@ class ChatView(QTextBrowser):
 
     def begin_live(self, status: str) -> None:
         self.discard_live()
-        self.stream_paints = self.final_paints = 0
+        self.stream_paints = self.final_paints = self.live_renders = 0
         cur = self._end()
+        # The empty block at the end stays, as it stays above a finished message's frame.
         self._live_start = cur.position()
-        # Same insets as a finished message's frame (padding 8), so nothing jumps at the end.
-        head = QTextBlockFormat()
-        head.setLeftMargin(8)
-        head.setTopMargin(24)
-        head.setBottomMargin(8)
         bold = QTextCharFormat()
         bold.setFontWeight(700)
-        cur.setBlockFormat(head)
+        cur.insertBlock(_inset(QTextBlockFormat(), top=FRAME_PADDING), bold)
         cur.insertText(ROLE_LABEL["assistant"], bold)
-        body = QTextBlockFormat()
-        body.setLeftMargin(8)
-        body.setRightMargin(8)
-        cur.insertBlock(body, QTextCharFormat())
-        self._live, self._live_body, self._live_has_text = True, cur.position(), False
+        cur.insertBlock(self._tail_format(first=True), QTextCharFormat())
+        self._live, self._live_has_text = True, False
+        self._live_body = self._live_tail = cur.position()
+        self._blocks = LiveBlocks(self.renderer.md)
+        self._live_code, self._shown = None, 0
         self.live_status(status)
         self.scroll_to_end()
 
@@ -231,19 +258,100 @@ class ChatView(QTextBrowser):
         cur.insertText(text, fmt)
 
     def live_append(self, text: str) -> None:
-        """Append streamed text at the end of the document: cost ~ len(text)."""
+        """Take streamed text: cost ~ len(text), or the open block's size when a
+        newline finishes a block (rendered then) or opens a code block."""
         if not self._live or not text:
             return
         t0 = time.perf_counter()
-        cur = self._end()
-        if not self._live_has_text:
-            self._live_has_text = True
-            cur.setPosition(self._live_body, QTextCursor.MoveMode.KeepAnchor)
-        cur.insertText(text, QTextCharFormat())
+        done = self._blocks.feed(text)
+        coding = self._blocks.open_fence is not None
+        if done or not self._live_has_text or coding != (self._live_code is not None):
+            self._rebuild_tail(done)
+        else:
+            self._extend_tail()
         self.stream_paints += 1
         if self.paint_log is not None:
             t1 = time.perf_counter()
             self.paint_log.append(("append", t1, (t1 - t0) * 1000))
+
+    def _open_text(self) -> str:
+        """The open block's text to show: after the opening fence for code."""
+        fence = self._blocks.open_fence
+        return self._blocks.tail[fence.start if fence else 0 : self._shown]
+
+    def _tail_end(self) -> QTextCursor:
+        if self._live_code is not None:
+            return self._live_code.cellAt(0, 0).lastCursorPosition()
+        return self._end()
+
+    def _extend_tail(self) -> None:
+        end = self._blocks.shown_end()
+        if end < self._shown:  # what was shown ended in a line held back now
+            self._rebuild_tail("")
+            return
+        cur = self._tail_end()
+        if self._live_code is not None:
+            line, chars = cur.blockFormat(), cur.charFormat()
+        else:
+            line, chars = self._tail_format(first=False), QTextCharFormat()
+        _insert_lines(cur, self._blocks.tail[self._shown:end], line, chars)
+        self._shown = end
+
+    def _rebuild_tail(self, done: str) -> None:
+        """Render the blocks just finished where the open block stood, then show
+        what is open now after them (plain text, or a code box for a fence)."""
+        self._live_has_text = True
+        cur = self._end()
+        cur.setPosition(self._live_tail, QTextCursor.MoveMode.KeepAnchor)
+        cur.removeSelectedText()
+        if done.strip():
+            self._live_tail = self._insert_html(self._render(done, self._live_codes)) + 1
+            self.live_renders += 1
+        self._live_code, self._shown = None, self._blocks.shown_end()
+        cur = self._end()
+        fence = self._blocks.open_fence
+        if fence is None:
+            cur.setBlockFormat(self._tail_format(first=True))
+            cur.setCharFormat(QTextCharFormat())
+            _insert_lines(cur, self._open_text(), self._tail_format(first=False), QTextCharFormat())
+            return
+        cur.setPosition(self._insert_html(self.renderer.open_code_html(fence.lang, CODE_PLACEHOLDER)))
+        cur.deleteChar()  # the box ends in its own empty block: the tail's is one too many
+        cell = QTextCursor(self.document())
+        cell.setPosition(self._live_tail)
+        cell.movePosition(QTextCursor.MoveOperation.NextBlock)
+        self._live_code = cell.currentTable()
+        cell = self._live_code.cellAt(0, 0).firstCursorPosition()
+        cell.movePosition(QTextCursor.MoveOperation.NextCharacter, QTextCursor.MoveMode.KeepAnchor)
+        mono = cell.charFormat()
+        cell.removeSelectedText()
+        _insert_lines(cell, self._open_text(), cell.blockFormat(), mono)
+
+    def _insert_html(self, markup: str) -> int:
+        """Insert `markup` as blocks of their own between the rendered part and the
+        open block, with a finished message's insets; return where it ends.
+
+        The fragment is cut from a scratch document after a first block, so it
+        starts with a block break and keeps every block's own format (inserted
+        into an existing block, its first block would take that block's format),
+        and a leading table follows the block before it as in a finished message.
+        """
+        doc = self._scratch
+        doc.setDefaultFont(self.document().defaultFont())
+        doc.setHtml("<p>-</p>" + markup.strip())
+        _inset_root(doc)
+        part = QTextCursor(doc)
+        part.setPosition(doc.begin().length() - 1)
+        part.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cur = QTextCursor(self.document())
+        cur.setPosition(self._live_tail - 1)
+        cur.insertFragment(QTextDocumentFragment(part))
+        return cur.position()
+
+    def _tail_format(self, first: bool) -> QTextBlockFormat:
+        """The open block's lines: a paragraph's top margin on the first, so the
+        text does not move when it is rendered as one."""
+        return _inset(QTextBlockFormat(), top=PARAGRAPH_MARGIN if first else 0)
 
     def end_live(self, msg: ChatMessage) -> None:
         """Render the finished reply once, as Markdown with its stats footer."""
@@ -258,6 +366,10 @@ class ChatView(QTextBrowser):
         cur.setPosition(self._live_start, QTextCursor.MoveMode.KeepAnchor)
         cur.removeSelectedText()
         cur.setBlockFormat(QTextBlockFormat())
+        for n in self._live_codes:
+            self._codes.pop(n, None)
+        self._live_codes.clear()
+        self._live_code = None
         self._live = False
 
     def paintEvent(self, ev) -> None:
@@ -280,3 +392,33 @@ class ChatView(QTextBrowser):
 
             QDesktopServices.openUrl(url)
 
+
+def _inset(fmt, top: float | None = None):
+    """A block's or a table's format with a message frame's side insets added."""
+    fmt.setLeftMargin(fmt.leftMargin() + FRAME_PADDING)
+    fmt.setRightMargin(fmt.rightMargin() + FRAME_PADDING)
+    if top is not None:
+        fmt.setTopMargin(top)
+    return fmt
+
+
+def _inset_root(doc: QTextDocument) -> None:
+    root = doc.rootFrame()
+    for frame in root.childFrames():
+        frame.setFrameFormat(_inset(frame.frameFormat()))
+    block = doc.begin()
+    while block.isValid():
+        cur = QTextCursor(block)
+        if cur.currentFrame() is root:
+            cur.setBlockFormat(_inset(block.blockFormat()))
+        block = block.next()
+
+
+def _insert_lines(cur: QTextCursor, text: str, line: QTextBlockFormat, chars: QTextCharFormat) -> None:
+    """Insert `text` with each line break a new block of format `line` (insertText
+    would copy the current block's format, a first line's top margin included)."""
+    for i, piece in enumerate(LINE_BREAK.split(text)):
+        if i:
+            cur.insertBlock(line, chars)
+        if piece:
+            cur.insertText(piece, chars)

@@ -38,10 +38,16 @@ class Rendered:
     code_blocks: list[str] = field(default_factory=list)
 
 
+def markdown_parser() -> MarkdownIt:
+    """The one parser configuration: the live view splits a streaming reply with
+    the same parse that renders it, so its blocks are the renderer's blocks."""
+    return MarkdownIt("commonmark", {"html": False, "breaks": True}).enable("table")
+
+
 class MarkdownRenderer:
     def __init__(self, theme: Theme | None = None):
         self.theme = theme or Theme()
-        self._md = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable("table")
+        self.md = markdown_parser()
         self._formatters: dict[str, HtmlFormatter] = {}
 
     def _formatter(self) -> HtmlFormatter:
@@ -53,7 +59,7 @@ class MarkdownRenderer:
     def render(self, text: str, copy_base: int = 0) -> Rendered:
         """Render `text`; copy links are numbered from `copy_base` on."""
         codes: list[str] = []
-        md = self._md
+        md = self.md
         rules = md.renderer.rules
 
         def fence(tokens, idx, _options, _env):
@@ -78,12 +84,22 @@ class MarkdownRenderer:
         except ClassNotFound:
             lexer = TextLexer()
         hl = highlight(code, lexer, self._formatter()).rstrip("\n")
+        return self._code_box(hl, lang, n)
+
+    def open_code_html(self, lang: str, placeholder: str) -> str:
+        """The box of a code block still streaming, the same as a finished one's so it
+        does not move when it closes; its text goes in where `placeholder` stands, and
+        it has no Copy link yet (its code is not whole)."""
+        return self._code_box(html.escape(placeholder), lang, None)
+
+    def _code_box(self, code_html: str, lang: str, n: int | None) -> str:
         t = self.theme
         label = html.escape(lang) if lang else "code"
+        copy = "Copy" if n is None else f'<a href="copy:{n}" style="color:{t.link};">Copy</a>'
         return (
             f'<p style="margin-top:6px; margin-bottom:0px; color:{t.muted}; font-size:small;">'
-            f'{label} &nbsp;<a href="copy:{n}" style="color:{t.link};">Copy</a></p>'
+            f'{label} &nbsp;{copy}</p>'
             f'<table width="100%" cellpadding="8" cellspacing="0" bgcolor="{t.code_bg}" '
             f'style="margin-bottom:6px;"><tr><td>'
-            f'<pre style="margin:0px; font-family:monospace;">{hl}</pre></td></tr></table>'
+            f'<pre style="margin:0px; font-family:monospace;">{code_html}</pre></td></tr></table>'
         )

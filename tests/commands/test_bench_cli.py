@@ -29,3 +29,24 @@ def test_no_mode_runs_the_engine_bench(monkeypatch, capsys):
     monkeypatch.setattr(engine_bench, "run_engine_bench", fake)
     assert main(["bench", "--tokens", "8", "--rounds", "1"]) == 0
     assert calls == [(8, 1)] and "engine" in capsys.readouterr().out
+
+
+def test_markdown_picks_the_reply_of_the_gui_bench(monkeypatch, capsys):
+    from app.bench import gui as gui_bench
+
+    calls = []
+
+    def fake(model, opts, tokens, markdown=False):
+        calls.append((tokens, markdown))
+        return {"ran": "gui"}
+
+    monkeypatch.setattr(gui_bench, "run_gui_bench", fake)
+    assert main(["bench", "--gui", "--markdown"]) == 0
+    assert main(["bench", "--gui"]) == 0
+    assert calls == [(1024, True), (1024, False)]
+
+
+def test_markdown_without_gui_is_refused(capsys):
+    assert main(["bench", "--markdown"]) == 2  # a usage error
+    out, err = capsys.readouterr()
+    assert "--gui" in err and "Traceback" not in err and out == ""
