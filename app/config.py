@@ -77,7 +77,7 @@ class AppConfig:
     # Defaults come from the engine's own, so the window and the CLI agree.
     n_ctx: int = LoadOptions.n_ctx
     n_gpu_layers: int = LoadOptions.n_gpu_layers
-    n_threads: int = 0  # 0: all cores
+    n_threads: int = 0  # 0: auto (prefill on all cores, decode on all but one)
     max_tokens: int = GenerationSettings.max_tokens
     temperature: float = GenerationSettings.temperature
     top_p: float = GenerationSettings.top_p
@@ -102,7 +102,7 @@ class AppConfig:
 
     def load_options(self) -> LoadOptions:
         return LoadOptions(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers,
-                           n_threads=self.n_threads or None)
+                           n_threads=self.n_threads or None, spare_core=True)
 
     def generation(self) -> GenerationSettings:
         return GenerationSettings(

@@ -42,8 +42,19 @@ class LoadOptions:
     n_ubatch: int = 256
     chat_template: str | None = None  # overrides the GGUF's template
     kv_type: str = "f16"  # KV-cache element type: f16, q8_0 or q4_0 (quantized V needs flash_attn)
+    # With n_threads unset: decode on every core but one, prefill on all of them. The window
+    # sets it: decode is bound by memory bandwidth, so one thread fewer costs it little,
+    # while a thread per core leaves the GUI thread none to paint with.
+    spare_core: bool = False
 
     def threads(self) -> int:
+        """Threads of a decode step (one token per sequence)."""
+        if self.n_threads:
+            return self.n_threads
+        return max(1, default_threads() - 1) if self.spare_core else default_threads()
+
+    def batch_threads(self) -> int:
+        """Threads of a prefill step: arithmetic-bound, so every core helps."""
         return self.n_threads or default_threads()
 
 
@@ -60,8 +71,15 @@ class LoadReport:
     fallback: str | None  # why a GPU load fell back to CPU, if it did
     load_s: float
     n_ctx: int
-    n_threads: int
+    n_threads: int  # decode
     devices: list[dict] = field(default_factory=list)
+    n_threads_batch: int = 0  # prefill
+
+    @property
+    def threads_text(self) -> str:
+        if self.n_threads_batch and self.n_threads_batch != self.n_threads:
+            return f"threads {self.n_threads} decode, {self.n_threads_batch} prefill"
+        return f"{self.n_threads} threads"
 
     @property
     def runs_on(self) -> str:
@@ -107,7 +125,7 @@ def _construct(path: Path, opts: LoadOptions, n_gpu_layers: int) -> Llama:
         n_batch=opts.n_batch,
         n_ubatch=min(opts.n_ubatch, opts.n_batch),
         n_threads=opts.threads(),
-        n_threads_batch=opts.threads(),
+        n_threads_batch=opts.batch_threads(),
         n_gpu_layers=n_gpu_layers,
         flash_attn=opts.flash_attn,
         type_k=KV_TYPES[opts.kv_type],
@@ -194,6 +212,7 @@ def load_model(path: str | Path, opts: LoadOptions | None = None) -> LoadedModel
         load_s=load_s,
         n_ctx=llm.n_ctx(),
         n_threads=opts.threads(),
+        n_threads_batch=opts.batch_threads(),
         devices=[asdict(d) for d in backend.devices()],
     )
     return LoadedModel(llm, header, opts, report)

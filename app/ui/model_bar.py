@@ -149,7 +149,7 @@ class ModelBar(QWidget):
             self.status.setToolTip(f"{report.kind}{version} at {report.host}\nmodel {report.model_path}")
             return
         where = report.runs_on
-        text = f"runs on <b>{where}</b> · ctx {report.n_ctx} · {report.n_threads} threads"
+        text = f"runs on <b>{where}</b> · ctx {report.n_ctx} · {report.threads_text}"
         if report.fallback:
             text += ' · <span style="color:#d68910;"><b>GPU fallback</b></span>'
         self.status.setText(text)

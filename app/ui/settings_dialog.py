@@ -56,6 +56,9 @@ class SettingsDialog(QDialog):
         self.n_ctx.setSingleStep(256)
         self.gpu_layers = _spin(-1, 999, cfg.n_gpu_layers, "all")
         self.threads = _spin(0, 512, cfg.n_threads, "auto")
+        self.threads.setToolTip("auto: prefill on every core, decode on all but one, so the window keeps "
+                                "a core to paint with (decode is bound by memory, not cores). A number "
+                                "sets both.")
         self.temperature = _dspin(0, 5, cfg.temperature, 0.05)
         self.top_p = _dspin(0.01, 1, cfg.top_p, 0.01)
         self.top_k = _spin(0, 1000, cfg.top_k, "off")
