@@ -6,8 +6,8 @@ XDG data dir), so the developer's own history is neither shown nor touched.
 Run under a display (e.g. `Xvfb :99 -screen 0 1600x1000x24 &` then
 `DISPLAY=:99 QT_QPA_PLATFORM=xcb python resources/make_screenshot.py`). Settings are
 not persisted, so a developer's own settings file is never touched.
-The third reply is grabbed a few dozen tokens in, so the gauges show a live reply and the
-timeline two finished turns. `--dark` sets a dark Fusion palette (what a dark desktop
+The second reply is grabbed once Markdown has rendered live in it, so the gauges show a
+live reply and the timeline a finished turn. `--dark` sets a dark Fusion palette (what a dark desktop
 theme gives Qt), `--size 900x600` the window's size, `--out` another file.
 """
 
@@ -18,19 +18,25 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
+from app.bench.gui import MARKDOWN_SHOT
+from app.chat.conversation import ChatMessage, Conversation
 from app.config import AppConfig
 from app.ui.window import MainWindow
 
 HERE = Path(__file__).resolve().parent
-TURNS = [("How do I make bread at home? Give the steps as a numbered list.", 120),
-         ("And how do I make pizza dough? Give the steps as a numbered list.", 60),
-         ("Tell me a long story about a baker and a lighthouse keeper.", 400)]
+# The conversation opens on the Markdown example of `bench --gui --markdown` (the base
+# model writes Markdown once an earlier turn shows it how), so the live reply renders
+# code and lists as they stream.
+TURNS = [("How do I reverse a string in Python?", 200),
+         ("What does len() return?", 40),
+         ("And how do I count the words in a sentence in Python?", 400)]
 DARK = {QPalette.ColorRole.Window: "#2b2b2b", QPalette.ColorRole.WindowText: "#e0e0e0",
         QPalette.ColorRole.Base: "#1e1e1e", QPalette.ColorRole.AlternateBase: "#333333",
         QPalette.ColorRole.Text: "#e0e0e0", QPalette.ColorRole.Button: "#3a3a3a",
@@ -78,8 +84,7 @@ def main() -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     if args.dark:
         dark_palette(app)
-    # One llama thread: on a small shared machine, oversubscribed cores make decode crawl.
-    cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3, n_threads=1)
+    cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3)
     state = {"turn": 0, "t0": 0.0}
     win = MainWindow(model=args.model, config=cfg, persist=False)
     win.resize(width, height)
@@ -88,6 +93,9 @@ def main() -> int:
     def ask_next() -> None:
         text, max_tokens = TURNS[state["turn"]]
         state["turn"] += 1
+        if state["turn"] == len(TURNS):  # the grabbed reply runs on past where the model would stop
+            plain = win.flow.settings_source
+            win.flow.settings_source = lambda: replace(plain(), ignore_eos=True)
         win.config.max_tokens = max_tokens
         win.composer.set_text(text)
         win.flow.send()
@@ -98,18 +106,22 @@ def main() -> int:
             ask_next()
             if state["turn"] == len(TURNS):
                 state["t0"] = time.perf_counter()
-                QTimer.singleShot(100, poll)
+                QTimer.singleShot(50, poll)
 
     def poll() -> None:
-        if win.flow.gauges.generated >= 40 or time.perf_counter() - state["t0"] > 60:
+        # Once a code block or list has rendered live, with more still streaming.
+        shown = win.view.live_renders >= 2 or win.view.in_open_code and win.flow.gauges.generated >= 60
+        if shown or time.perf_counter() - state["t0"] > 60:
             win.grab().save(str(out))
             print(f"saved {out}")
             win.close()
         else:
-            QTimer.singleShot(100, poll)
+            QTimer.singleShot(50, poll)
 
     def on_loaded(_info) -> None:
         if state["turn"] == 0:
+            q, a = MARKDOWN_SHOT
+            win.flow.new_chat(Conversation(messages=[ChatMessage("user", q), ChatMessage("assistant", a)]))
             ask_next()
 
     win.model_loaded.connect(on_loaded)

@@ -79,7 +79,7 @@ class LoadReport:
     def threads_text(self) -> str:
         if self.n_threads_batch and self.n_threads_batch != self.n_threads:
             return f"threads {self.n_threads} decode, {self.n_threads_batch} prefill"
-        return f"{self.n_threads} threads"
+        return f"{self.n_threads} thread" + ("" if self.n_threads == 1 else "s")
 
     @property
     def runs_on(self) -> str:

@@ -108,14 +108,20 @@ class TimelineChart(ThemedPlot):
 
     def __init__(self, parent=None):
         super().__init__("turn", "seconds after Send", parent)
-        self.getPlotItem().showGrid(x=True, y=False, alpha=0.25)
+        self.getPlotItem().showGrid(x=False, y=False)
         self.bars = {name: pg.BarGraphItem(x0=[], y=[], width=[], height=0.6, brush=color, pen=pg.mkPen(None))
                      for name, color in (("wait", WAIT), ("prefill", NEW), ("decode", GENERATED))}
         for item in self.bars.values():
             self.addItem(item)
-        self.cached = pg.ScatterPlotItem(symbol="d", size=9, brush=CACHED, pen=pg.mkPen(None))
+        self.cached = pg.ScatterPlotItem(symbol="d", size=12, brush=CACHED)
         self.addItem(self.cached)
+        self.restyle()
         self._shown: list[Turn] | None = None
+
+    def restyle(self) -> None:
+        super().restyle()
+        if "cached" in self.__dict__:  # the outline that sets the mark off the bars
+            self.cached.setPen(pg.mkPen(self.palette().color(QPalette.ColorRole.Base), width=1.5))
 
     def set_turns(self, turns: list[Turn], first_number: int = 1) -> None:
         shown = turns[-self.SHOWN:]
@@ -134,6 +140,6 @@ class TimelineChart(ThemedPlot):
         self.cached.setData([x for x, _ in marks], [y for _, y in marks])
         first = first_number + len(turns) - n
         self.getAxis("left").setTicks([[(y, f"#{first + i}") for i, y in enumerate(ys)]])
-        longest = max((t.total_s for t in shown), default=0.0)
-        self.setXRange(0, max(longest, 0.5) * 1.05, padding=0)
+        span = max(max((t.total_s for t in shown), default=0.0), 0.5)
+        self.setXRange(-0.04 * span, span * 1.05, padding=0)  # room for a mark at 0
         self.setYRange(-0.6, max(n, 1) - 0.4, padding=0)

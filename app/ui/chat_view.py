@@ -274,6 +274,11 @@ class ChatView(QTextBrowser):
             t1 = time.perf_counter()
             self.paint_log.append(("append", t1, (t1 - t0) * 1000))
 
+    @property
+    def in_open_code(self) -> bool:
+        """A code block is streaming into its box (the screenshot script waits for one)."""
+        return self._live_code is not None
+
     def _open_text(self) -> str:
         """The open block's text to show: after the opening fence for code."""
         fence = self._blocks.open_fence

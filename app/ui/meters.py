@@ -28,9 +28,8 @@ class BigNumber(QFrame):
         font.setPointSizeF(font.pointSizeF() * 1.9)
         font.setBold(True)
         self.value.setFont(font)
-        muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
-        for lab in (self.caption, self.unit_label):
-            lab.setStyleSheet(f"color: {muted};")
+        for lab in (self.caption, self.unit_label):  # a role, so a palette change recolours them
+            lab.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         col = QVBoxLayout(self)
         col.setContentsMargins(6, 4, 6, 4)
         col.setSpacing(0)
