@@ -33,7 +33,8 @@ class Slot:
         self.vocab = vocab
         self.sampler = Sampler(settings, n_vocab, vocab, prompt)
         self.max_new = min(settings.max_tokens, slot_ctx - len(prompt))
-        self.reader = TokenReader(vocab, settings.stop, self.max_new, settings.ignore_eos)
+        self.reader = TokenReader(vocab, settings.stop, self.max_new, settings.ignore_eos,
+                                  verbatim=req.verbatim)
         self.slot_ctx = slot_ctx
         self.state = SlotState.PREFILLING
         self.prefilled = 0  # prompt tokens already in the KV cache

@@ -25,6 +25,9 @@ class BatchRequest:
     # compare with Decoder on identical tokens). Stop strings then come only
     # from settings.
     prompt_tokens: list[int] | None = None
+    # The text exactly as decoded, whitespace at both ends included (a server's raw
+    # /v1/completions); otherwise trimmed like a chat reply.
+    verbatim: bool = False
     # Builds the prompt on the engine thread: called as build_prompt(slot_ctx,
     # to_tokens), where to_tokens(msgs) renders messages in the engine's prompt
     # format and tokenizes them; what it returns is decoded, with the format's

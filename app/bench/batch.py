@@ -14,7 +14,7 @@ import threading
 import time
 
 from app.batch.engine import DEFAULT_SLOTS, BatchEngine
-from app.batch.types import BatchRequest
+from app.batch.types import BatchProgress, BatchRequest
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadOptions, load_model
 from app.engine.models import resolve_model
@@ -47,6 +47,25 @@ def _online(dec: Decoder, prompts: list[list[int]], tokens: int) -> tuple[float,
         texts.append(done.text)
         gen += done.stats.decode_tokens
     return gen / (time.perf_counter() - t0), texts
+
+
+class Ceilings:
+    """The batched ceiling the engine reported with the most sequences decoding at once."""
+
+    def __init__(self) -> None:
+        self.best: BatchProgress | None = None
+
+    def __call__(self, ev) -> None:
+        if isinstance(ev, BatchProgress) and ev.ceiling_tok_s and (
+                self.best is None or ev.decoding > self.best.decoding):
+            self.best = ev
+
+    def report(self, rate: float, flop_s: float | None) -> dict:
+        b = self.best
+        return {"decoding": b.decoding if b else None, "ceiling_tok_s": b.ceiling_tok_s if b else None,
+                "ceiling_bound": b.ceiling_bound if b else None,
+                "of_ceiling": rate / b.ceiling_tok_s if b else None,
+                "prefill_gflop_s": flop_s / 1e9 if flop_s else None}
 
 
 def _batched(eng: BatchEngine, prompts: list[list[int]], tokens: int) -> tuple[float, list[str]]:
@@ -89,20 +108,25 @@ def run_batch_bench(model_path, opts: LoadOptions, n_prompts: int = 32, tokens: 
         prompts = [dec.tokenize(p) for p in bench_prompts(n_prompts)]
         dec.generate(prompts[0], _greedy(8))  # page the weights in
         online_rate, online_texts = _online(dec, prompts, tokens)
-        eng = BatchEngine(model, DEFAULT_SLOTS, slot_ctx)
+        seen = Ceilings()
+        eng = BatchEngine(model, DEFAULT_SLOTS, slot_ctx, on_event=seen)
         try:
             batch_rate, batch_texts = _batched(eng, prompts, tokens)
+            ceiling = seen.report(batch_rate, eng.flop_s)
             ttft_alone = online_ttft(eng, prompts[0], None, tokens)
             ttft_busy = online_ttft(eng, prompts[0], prompts, tokens)
         finally:
             eng.free()
         rates = {DEFAULT_SLOTS: batch_rate}
+        ceilings = {DEFAULT_SLOTS: ceiling}
         for n in sweep:
             if n in rates:
                 continue
-            e = BatchEngine(model, n, slot_ctx)
+            seen = Ceilings()
+            e = BatchEngine(model, n, slot_ctx, on_event=seen)
             try:
                 rates[n] = _batched(e, prompts, tokens)[0]
+                ceilings[n] = seen.report(rates[n], e.flop_s)
             finally:
                 e.free()
         same = sum(a == b for a, b in zip(online_texts, batch_texts))
@@ -117,6 +141,8 @@ def run_batch_bench(model_path, opts: LoadOptions, n_prompts: int = 32, tokens: 
             "batch_tok_s": batch_rate,
             "batch_speedup": batch_rate / online_rate,
             "slot_sweep_tok_s": {str(k): rates[k] for k in sorted(rates)},
+            # Against the batched ceiling (app.engine.utilization.Limits.batched_ceiling).
+            "batched_ceiling": {str(k): ceilings[k] for k in sorted(ceilings)},
             "best_slots": max(rates, key=rates.get),
             "online_ttft_idle_s": ttft_alone,
             "online_ttft_during_batch_s": ttft_busy,

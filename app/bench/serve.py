@@ -28,41 +28,55 @@ LEVELS = (1, 4, 8, 16)
 
 
 def clients(base: str, n: int) -> httpx.Client:
-    """One pooled client for `n` concurrent streams, as an OpenAI client keeps one: a client per
-    request would time its own setup (an SSL context, tens of ms of CPU) as the server's TTFT."""
+    """One client for `n` concurrent streams, made before the clock starts: a client per
+    request would time its own setup (an SSL context, tens of ms of CPU) as the server's
+    TTFT. Each request opens its own connection (a localhost connect costs well under a
+    millisecond): llama-server closes a kept-alive connection after 5 requests without
+    saying so, and the next request on it would fail."""
     return httpx.Client(base_url=base, timeout=600, trust_env=False,
-                        limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+                        limits=httpx.Limits(max_connections=n, max_keepalive_connections=0))
 
 
-def _one(http: httpx.Client, model: str, i: int, tokens: int) -> tuple[float | None, int]:
-    """One streaming request: (TTFT, tokens received)."""
-    msgs = [{"role": "user", "content": f"{i}. Write a long story about a dragon."}]
-    body = {"model": model, "messages": msgs, "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
-            "repeat_penalty": 1.0, "stream": True}
+def _one(http: httpx.Client, model: str, i: int, tokens: int,
+         chat: bool = False) -> tuple[float | None, int, int]:
+    """One streaming request: (TTFT, tokens received, prompt tokens the server counted).
+
+    The sweep sends the same raw text to /v1/completions of both servers, so both
+    evaluate the same tokens: the chat endpoint would wrap it in each server's own
+    prompt format (LlamaDesk's transcript for a model without a chat template is
+    three times llama-server's chatml fallback), and that is not what is compared."""
+    text = f"{i}. Write a long story about a dragon."
+    body = {"model": model, "max_tokens": tokens, "temperature": 0, "ignore_eos": True, "repeat_penalty": 1.0,
+            "stream": True, "stream_options": {"include_usage": True}}
+    if chat:
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = f"Story {text}\n"
     t0 = time.perf_counter()
-    ttft, n = None, 0
-    with http.stream("POST", "/v1/chat/completions", json=body) as r:
+    ttft, n, prompt_n = None, 0, 0
+    with http.stream("POST", "/v1/chat/completions" if chat else "/v1/completions", json=body) as r:
         for line in r.iter_lines():
             if not line.startswith("data: {"):
                 continue
             chunk = json.loads(line[6:])
+            prompt_n = (chunk.get("usage") or {}).get("prompt_tokens") or prompt_n
             for c in chunk.get("choices") or ():
-                if (c.get("delta") or {}).get("content"):
+                if c.get("text") or (c.get("delta") or {}).get("content"):
                     ttft = ttft if ttft is not None else time.perf_counter() - t0
                     n += 1
-    return ttft, n
+    return ttft, n, prompt_n
 
 
 def _load(base: str, model: str, n_clients: int, tokens: int) -> dict:
     with clients(base, n_clients) as http:
-        _one(http, model, -1, 1)  # the connection made before the clock starts
         t0 = time.perf_counter()
         with ThreadPoolExecutor(n_clients) as pool:
             rows = list(pool.map(lambda i: _one(http, model, i, tokens), range(n_clients * 2)))
         wall = time.perf_counter() - t0
-    ttfts = sorted(t for t, _ in rows if t is not None)
+    ttfts = sorted(t for t, _, _ in rows if t is not None)
     p95 = ttfts[min(len(ttfts) - 1, int(round(0.95 * (len(ttfts) - 1))))] if ttfts else None
-    return {"requests": len(rows), "aggregate_tok_s": sum(n for _, n in rows) / wall,
+    return {"requests": len(rows), "aggregate_tok_s": sum(n for _, n, _ in rows) / wall,
+            "prompt_tokens": statistics.mean(p for _, _, p in rows),
             "p50_ttft_s": statistics.median(ttfts) if ttfts else None, "p95_ttft_s": p95}
 
 
@@ -74,8 +88,7 @@ def _sweep(srv: ServerProcess, tokens: int) -> dict:
 
 def _ttft_during_batch(srv: ServerProcess, slots: int, tokens: int) -> dict:
     online = clients(srv.base, 1)
-    _one(online, srv.model, 999, 1)
-    idle = [_one(online, srv.model, 1000 + i, 4)[0] for i in range(3)]
+    idle = [_one(online, srv.model, 1000 + i, 4, chat=True)[0] for i in range(3)]
     lines = [json.dumps({"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
                          "body": {"model": srv.model, "max_tokens": tokens * 4, "ignore_eos": True,
                                   "messages": [{"role": "user", "content": f"{i}. Write a long essay."}]}})
@@ -92,7 +105,7 @@ def _ttft_during_batch(srv: ServerProcess, slots: int, tokens: int) -> dict:
             if busy and float(busy[0].split()[1]) >= slots:
                 break
             time.sleep(0.1)
-        during = [_one(online, srv.model, 2000 + i, 4)[0] for i in range(3)]
+        during = [_one(online, srv.model, 2000 + i, 4, chat=True)[0] for i in range(3)]
         still = c.get(f"/v1/batches/{bid}").json()["status"]
         c.post(f"/v1/batches/{bid}/cancel")
     online.close()

@@ -15,8 +15,12 @@ import llama_cpp
 
 
 class TextAssembler:
-    def __init__(self, stop: tuple[str, ...] = (), strip_leading: bool = True):
+    def __init__(self, stop: tuple[str, ...] = (), strip_leading: bool = True, verbatim: bool = False):
+        """`verbatim`: keep whitespace at both ends, as a raw completion returns it (a chat
+        reply is trimmed: the model's newline before it and after it are not the reply)."""
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        self._verbatim = verbatim
+        strip_leading = strip_leading and not verbatim
         self._stop = tuple(s for s in stop if s)
         self._maxstop = max((len(s) for s in self._stop), default=0)
         self._strip_leading = strip_leading
@@ -45,12 +49,12 @@ class TextAssembler:
         self.text += s
         cut = self._find_stop(start)
         if cut is not None:
-            self.text = self.text[:cut].rstrip()
+            self.text = self.text[:cut] if self._verbatim else self.text[:cut].rstrip()
             self.stopped = True
             return self._take(len(self.text))
         safe = len(self.text) - self._partial_stop_len()
         # Hold trailing whitespace: if the reply ends here it is stripped.
-        while safe > self.emitted and self.text[safe - 1].isspace():
+        while not self._verbatim and safe > self.emitted and self.text[safe - 1].isspace():
             safe -= 1
         return self._take(safe)
 
@@ -87,7 +91,7 @@ class TextAssembler:
         except UnicodeDecodeError:
             tail += "\ufffd"
         out = self._add(tail) if tail else ""
-        if not self.stopped:
+        if not self.stopped and not self._verbatim:
             self.text = self.text.rstrip()
         # Held-back text that turned out not to be a stop string is now final.
         return out + self._take(len(self.text))
@@ -103,12 +107,12 @@ class TokenReader:
     """
 
     def __init__(self, vocab, stop: tuple[str, ...], max_new: int, ignore_eos: bool = False,
-                 strip_leading: bool = True):
+                 strip_leading: bool = True, verbatim: bool = False):
         self._is_eog = llama_cpp.llama_vocab_is_eog
         self._to_piece = llama_cpp.llama_token_to_piece
         self._vocab = vocab
         self._piece = ctypes.create_string_buffer(256)
-        self.asm = TextAssembler(stop, strip_leading=strip_leading)
+        self.asm = TextAssembler(stop, strip_leading=strip_leading, verbatim=verbatim)
         self.max_new = max_new
         self.ignore_eos = ignore_eos
         self.generated = 0

@@ -96,7 +96,7 @@ class OnlineAPI:
         if len(toks) >= self.host.slot_ctx:
             raise ApiError(400, f"the prompt is {len(toks)} tokens; a slot holds {self.host.slot_ctx}",
                            "prompt", "context_length_exceeded")
-        return BatchRequest("", settings=p.settings, prompt_tokens=toks)
+        return BatchRequest("", settings=p.settings, prompt_tokens=toks, verbatim=True)
 
     async def run(self, raw: Request, kind: str):
         endpoint = "/v1/chat/completions" if kind == "chat" else "/v1/completions"

@@ -314,3 +314,16 @@ def test_progress_carries_the_batched_ceiling_of_the_sequences_decoding(model):
     single = eng.limits.at(len(model.llm.tokenize(prompt.encode())), None)[2]
     four = [p for p in with_ceiling if p.decoding == 4]
     assert four and max(p.ceiling_tok_s for p in four) > 1.5 * single  # one read of the weights, four tokens
+
+
+def test_a_verbatim_request_is_the_trimmed_one_with_its_whitespace_kept(model):
+    toks = model.llm.tokenize(b"User: Hello\nAssistant:")
+    texts = {}
+    for verbatim in (False, True):
+        eng = _engine(model, 1)
+        try:
+            eng.submit_many([BatchRequest("r", prompt_tokens=toks, settings=fixed(12), verbatim=verbatim)])
+            texts[verbatim] = eng.run()[0].text
+        finally:
+            eng.free()
+    assert texts[True].strip() == texts[False] and texts[False]

@@ -127,3 +127,15 @@ def test_model_output_with_emoji_and_cjk_streams_intact(engine):
     reference = engine.model.llm.detokenize(list(done.tokens)).decode("utf-8", "replace").strip()
     assert any(ord(c) > 0x2000 for c in done.text), done.text
     assert "".join(deltas) == done.text == reference
+
+
+def test_verbatim_text_keeps_whitespace_at_both_ends_and_before_a_stop():
+    def run(pieces, **kw):
+        asm = TextAssembler(**kw)
+        return "".join(asm.feed(p) for p in pieces) + asm.finish()
+
+    pieces = [b"\n\n", b"Hi", b" there", b" \n"]
+    assert run(pieces, verbatim=True) == "\n\nHi there \n"  # a raw completion, as decoded
+    assert run(pieces) == "Hi there"  # a chat reply, trimmed
+    assert run([b"a \n", b"END", b"b"], stop=("END",), verbatim=True) == "a \n"
+    assert run([b"a \n", b"END", b"b"], stop=("END",)) == "a"

@@ -157,4 +157,7 @@ def test_bench_serve_compares_with_llama_server_in_one_run():
         assert set(d[side]) == {"1", "4", "8", "16"}
         assert all(v["aggregate_tok_s"] > 0 and v["p95_ttft_s"] >= v["p50_ttft_s"] for v in d[side].values())
     assert set(d["aggregate_ratio"]) == {"1", "4", "8", "16"} and d["online_ttft_ratio"] > 0
+    # The same load: both servers evaluated the same prompt tokens.
+    ours, theirs = d["llamadesk"], d["llama_server"]
+    assert all(ours[n]["prompt_tokens"] == theirs[n]["prompt_tokens"] > 0 for n in ours)
     assert d["batch_still_running"]  # the online TTFT was measured while the batch ran
