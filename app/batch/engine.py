@@ -235,7 +235,10 @@ class BatchEngine:
             self.slots[seq] = self._start(seq, req, toks, stop, queued)
 
     def _best_seq(self, free: list[int], toks: list[int]) -> int:
-        """The free sequence whose kept tokens share the longest prefix with `toks`."""
+        """The free sequence whose kept tokens share the longest prefix with `toks`, the lowest
+        on a tie: llama.cpp attends over the span of KV streams from the lowest to the highest
+        sequence a step carries, so a turn parked in the last sequence while clients use the
+        first few makes every step attend over all of them (bench --serve measured it)."""
         if not self.keep_prefixes:
             return free[0]
         return max(free, key=lambda seq: common_prefix(self._kept[seq], toks))
