@@ -87,6 +87,10 @@ class BatchEngine:
         self._kept: list[list[int]] = [[] for _ in self.slots]  # each free sequence's tokens in the KV
         self._results: list[BatchResult] = []
         self.limits = limits_for(model)  # None where no one peak applies (a partial GPU offload)
+        # The server's batch-only steps can be cut short when an online request arrives (see _step).
+        self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: bool(self._online))
+        self._no_abort = llama_cpp.ggml_abort_callback()
+        self.aborted_steps = 0
         self.flop_s: float | None = None  # the best arithmetic rate a pure prefill step reached
         self.t0 = time.perf_counter()
         self._reset_counters()
@@ -313,12 +317,30 @@ class BatchEngine:
         """One llama_decode: the next token of every decoding slot, then prompt chunks."""
         live = self._live()
         decoding = sum(s.state is SlotState.DECODING for s in live)
+        # A step of batch tokens only, one per sequence, is one ubatch that llama.cpp can abort
+        # between graph nodes and remove whole from the KV cache; the server aborts it when an
+        # online request arrives, which then waits a fraction of a step instead of all of it.
+        # The check is a Python callback per graph node, so only these steps carry it.
+        abortable = (self.online_first and decoding == len(live) > 1 and not any(s.req.online for s in live)
+                     and any(s is None for s in self.slots))  # an arriving request could start
         n, fed, outs = self._gather(live)
         if n == 0:
             return
         self._batch.n_tokens = n
         t = time.perf_counter()
-        rc = llama_cpp.llama_decode(self.ctx, self._batch)
+        if abortable:
+            llama_cpp.llama_set_abort_callback(self.ctx, self._abort_cb, None)
+            try:
+                rc = llama_cpp.llama_decode(self.ctx, self._batch)
+            finally:
+                llama_cpp.llama_set_abort_callback(self.ctx, self._no_abort, None)
+            if rc == 2:  # aborted: nothing of the step stays in the KV; its tokens go again later
+                self.aborted_steps += 1
+                for s, _ in fed:
+                    s.pending = s.fed.pop()
+                return
+        else:
+            rc = llama_cpp.llama_decode(self.ctx, self._batch)
         if rc == 0 and not decoding and n >= ARITHMETIC_STEP_TOKENS and self.limits is not None:
             rate = self.limits.prefill_flop_s(n, time.perf_counter() - t)
             self.flop_s = max(self.flop_s or 0.0, rate)

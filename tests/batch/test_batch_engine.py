@@ -5,6 +5,7 @@ online priority, pause and cancel."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -327,3 +328,36 @@ def test_a_verbatim_request_is_the_trimmed_one_with_its_whitespace_kept(model):
         finally:
             eng.free()
     assert texts[True].strip() == texts[False] and texts[False]
+
+
+def test_an_online_request_cuts_a_batch_only_step_short_and_the_batch_loses_nothing(model, caplog):
+    """The server's policy (keep_prefixes): a step of batch tokens is aborted when an online
+    request arrives, rolled back whole by llama.cpp, and decoded again after it."""
+    import logging
+
+    busy = threading.Event()
+    eng = _engine(model, 4, keep_prefixes=True,
+                  on_event=lambda ev: busy.set() if isinstance(ev, BatchProgress) and ev.busy_slots == 4
+                  else None)
+    caplog.set_level(logging.DEBUG, logger="llamadesk.llama_cpp")
+    try:
+        eng.submit_many([raw(model, i, f"Tell me about {t}.", fixed(60)) for i, t in enumerate(TOPICS[:4])])
+        out: dict = {}
+        t = threading.Thread(target=lambda: out.setdefault("res", eng.run()), daemon=True)
+        t.start()
+        assert busy.wait(30)
+        for k in range(3):  # online requests while every batch slot decodes
+            eng.submit_online(BatchRequest(f"o{k}", [Msg("user", "Name a colour.")], fixed(4)))
+            time.sleep(0.3)
+        t.join(120)
+        assert not t.is_alive()
+    finally:
+        eng.free()
+    res = {r.custom_id: r for r in out["res"]}
+    assert eng.aborted_steps >= 1, "no batch step was cut short"
+    assert all(res[f"r{i}"].ok and res[f"r{i}"].stats.completion_tokens == 60 for i in range(4))
+    assert all(res[f"o{k}"].ok and res[f"o{k}"].stats.completion_tokens == 4 for k in range(3))
+    # The rollback's messages are expected, so they are not warnings or errors in the log.
+    loud = [r.getMessage() for r in caplog.records
+            if r.levelno >= logging.WARNING and ("decode" in r.getMessage() or "compute" in r.getMessage())]
+    assert not loud, loud
