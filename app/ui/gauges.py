@@ -77,7 +77,7 @@ def swatch(color, text: str, mark: str = "■") -> str:
     return f'<span style="color:{color.name()};">{mark}</span> {text}'
 
 
-def _muted_label(text: str = "") -> QLabel:
+def _rich_label(text: str = "") -> QLabel:
     lab = QLabel(text)
     lab.setWordWrap(True)
     lab.setTextFormat(Qt.TextFormat.RichText)
@@ -101,28 +101,28 @@ class GaugesPanel(QScrollArea):
         self.ttft = BigNumber("TTFT", "ms", TTFT_HELP)
         self.prefill = BigNumber("Prefill", "tok/s", PREFILL_HELP)
         self.decode = BigNumber("Decode", "tok/s", DECODE_HELP)
-        self.final_rates = _muted_label("–")
+        self.final_rates = _rich_label("–")
         self.ceiling_bar = CeilingBar()
         self.ceiling_bar.setToolTip(BANDWIDTH_HELP)
-        self.bandwidth = _muted_label("–")
+        self.bandwidth = _rich_label("–")
         self.bandwidth.setToolTip(BANDWIDTH_HELP)
-        self.peak = _muted_label()
+        self.peak = _rich_label()
         self.kv_bar = KvBar()
-        self.kv_text = _muted_label("–")
+        self.kv_text = _rich_label("–")
         self.plot = LineChart("decode (tok/s)", "seconds since first token")
         self.plot.setToolTip("The decode rate over this reply (last second of tokens), with the ceiling "
                              "this machine's memory allows.")
         self.timeline = TimelineChart()
         self.timeline.setToolTip(TIMELINE_HELP)
-        self.timeline_text = _muted_label(
+        self.timeline_text = _rich_label(
             " ".join((swatch(WAIT, "wait"), swatch(NEW, "prefill"), swatch(GENERATED, "decode"),
                       swatch(CACHED, "cached prefix", "◆"))))
-        self.turn_text = _muted_label()
-        self.remaining = _muted_label("–")
-        self.recent = _muted_label("–")
-        self.machine = _muted_label("–")
-        self.gpu = _muted_label("–")
-        self.dropped = _muted_label("none")
+        self.turn_text = _rich_label()
+        self.remaining = _rich_label("–")
+        self.recent = _rich_label("–")
+        self.machine = _rich_label("–")
+        self.gpu = _rich_label("–")
+        self.dropped = _rich_label("none")
         self.machine.setToolTip("This machine: CPU use overall and per core, and LlamaDesk's memory "
                                 "(sampled twice a second)")
         self.gpu.setToolTip("NVIDIA GPUs through NVML: use, memory, power and temperature")

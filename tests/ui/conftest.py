@@ -11,6 +11,15 @@ from dataclasses import replace
 import pytest
 
 from app.config import AppConfig, default_path
+from app.engine.stats import ReplyStats
+
+
+def reply_stats(**kw) -> ReplyStats:
+    """A finished local reply's stats, for the parts that only show or keep them."""
+    base = dict(ttft_s=0.1, prefill_tokens=10, cached_tokens=5, prefill_s=0.01, prefill_tok_s=1000.0,
+                decode_tokens=20, decode_s=0.2, decode_tok_s=100.0, total_s=0.4, kv_used=35, n_ctx=512,
+                stop_reason="stop")
+    return ReplyStats(**{**base, **kw})
 
 
 def small_config(**kw) -> AppConfig:

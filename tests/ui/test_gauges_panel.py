@@ -7,25 +7,18 @@ import re
 from PySide6.QtGui import QColor, QPalette
 
 from app.chat.live_gauges import turn_from
-from app.engine.stats import ReplyStats
-from tests.ui.conftest import ask, decode_to_max_tokens, small_config
-
-
-def _stats(**kw) -> ReplyStats:
-    base = dict(ttft_s=0.5, prefill_tokens=40, cached_tokens=0, prefill_s=0.3, prefill_tok_s=133.0,
-                decode_tokens=20, decode_s=1.0, decode_tok_s=20.0, total_s=1.6, kv_used=60, n_ctx=512,
-                stop_reason="stop")
-    base.update(kw)
-    return ReplyStats(**base)
+from tests.ui.conftest import ask, decode_to_max_tokens, reply_stats, small_config
 
 
 def test_a_turn_is_split_at_the_engines_prefill_start_or_else_by_its_prefill_time():
-    t = turn_from(_stats(), prefill_began=0.1)
+    split = dict(ttft_s=0.5, prefill_s=0.3, total_s=1.6)  # 0.5 s to the first token, 1.6 s in all
+    t = turn_from(reply_stats(**split), prefill_began=0.1)
     assert (round(t.wait_s, 6), round(t.prefill_s, 6), round(t.decode_s, 6)) == (0.1, 0.4, 1.1)
     assert abs(t.total_s - 1.6) < 1e-9
-    remote = turn_from(_stats(source="llama-server at x"), prefill_began=None)  # only the server's prefill
+    # A server says no prefill start, only its prefill time.
+    remote = turn_from(reply_stats(**split, source="llama-server at x"), prefill_began=None)
     assert (round(remote.wait_s, 6), round(remote.prefill_s, 6)) == (0.2, 0.3)
-    unknown = turn_from(_stats(prefill_s=None, ttft_s=None), prefill_began=None)  # no text came
+    unknown = turn_from(reply_stats(total_s=1.6, prefill_s=None, ttft_s=None), prefill_began=None)  # no text
     assert unknown.wait_s == unknown.prefill_s == 0.0 and abs(unknown.decode_s - 1.6) < 1e-9
 
 

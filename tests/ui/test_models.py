@@ -5,24 +5,16 @@ from __future__ import annotations
 from app.chat.conversation import Conversation
 from app.chat.live_gauges import LiveGauges
 from app.engine.events import FirstToken, PrefillStarted, Progress, TextDelta
-from app.engine.stats import ReplyStats
 from app.ui.markdown_render import MarkdownRenderer
-
-
-def _stats(**kw) -> ReplyStats:
-    base = dict(ttft_s=0.1, prefill_tokens=10, cached_tokens=5, prefill_s=0.01, prefill_tok_s=1000.0,
-                decode_tokens=20, decode_s=0.2, decode_tok_s=100.0, total_s=0.4, kv_used=35, n_ctx=512,
-                stop_reason="stop")
-    base.update(kw)
-    return ReplyStats(**base)
+from tests.ui.conftest import reply_stats
 
 
 def test_take_last_exchange_and_dropped_flags():
     c = Conversation()
     c.add("user", "one")
-    c.add("assistant", "1", _stats())
+    c.add("assistant", "1", reply_stats())
     c.add("user", "two")
-    c.add("assistant", "2", _stats())
+    c.add("assistant", "2", reply_stats())
     assert c.can_regenerate()
     assert [m.content for m in c.history(2)] == ["one", "1"]
     assert c.mark_dropped([0, 1]) == [0, 1]
@@ -40,7 +32,7 @@ def test_reopened_conversation_shows_what_the_store_kept():
     with Store.open() as store:
         cid = store.create_conversation(system_prompt="Be brief.")
         store.add_message(cid, "user", "one")
-        store.add_message(cid, "assistant", "1", stats=_stats())
+        store.add_message(cid, "assistant", "1", stats=reply_stats())
         store.add_message(cid, "user", "two")
         cut = store.begin_reply(cid)
         store.finish_reply(cut, "par", None, state=INTERRUPTED)
@@ -50,7 +42,7 @@ def test_reopened_conversation_shows_what_the_store_kept():
     assert [(m.content, m.state) for m in back.messages] == \
            [("one", "complete"), ("1", "complete"), ("two", "complete"), ("par", INTERRUPTED),
             ("three", "complete")]
-    assert back.messages[1].stats == _stats() and back.system_prompt == "Be brief." and back.id == cid
+    assert back.messages[1].stats == reply_stats() and back.system_prompt == "Be brief." and back.id == cid
 
 
 def test_markdown_renders_code_with_copy_links_and_escapes_html():
@@ -77,7 +69,7 @@ def test_live_gauges_count_ttft_while_waiting_and_split_the_kv_bar():
     assert round(s.rate_tok_s) == 100
     assert (s.kv_cached, s.kv_new, s.kv_generated) == (20, 10, 10)
     assert abs(s.remaining_s - 40 / s.rate_tok_s) < 1e-6
-    g.finish(_stats(ttft_s=0.7, decode_tokens=10), 101.0)
+    g.finish(reply_stats(ttft_s=0.7, decode_tokens=10), 101.0)
     s = g.snapshot(105.0)
     assert not s.active and s.elapsed_s == 1.0 and s.decode_tok_s == 100.0
     assert [(t.ttft_s, t.decode_tok_s, t.cached) for t in s.turns] == [(0.7, 100.0, 5)]
