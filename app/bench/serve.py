@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from app.bench.servers import ServerProcess, free_port, llama_tools
+from app.engine.backend import tool_env
 from app.engine.models import resolve_model
 
 LEVELS = (1, 4, 8, 16)
@@ -139,7 +140,7 @@ def run_serve_bench(model_path, slots: int = 16, slot_ctx: int = 2048, tokens: i
     theirs = ServerProcess([str(tools / "llama-server"), "-m", str(model), "--host", "127.0.0.1",
                             "--port", str(port), "-np", str(slots), "-c", str(slots * slot_ctx),
                             "-t", str(threads), "-fa", "on" if flash_attn else "off", "--no-webui"],
-                           port, env={**os.environ, "LD_LIBRARY_PATH": str(tools)})
+                           port, env=tool_env({**os.environ, "LD_LIBRARY_PATH": str(tools)}))
     try:
         result["llama_server"] = _sweep(theirs, tokens)
     finally:

@@ -94,6 +94,50 @@ def system_info() -> str:
     return llama_cpp.llama_print_system_info().decode("utf-8", "replace")
 
 
+# llama.cpp's AMX matrix kernel, used for weights it repacks into an AMX buffer, segfaults on
+# the first prompt on some AMX CPUs (Sapphire Rapids class; ggml-org/llama.cpp#20824, closed
+# without a fix). GGML_NATIVE builds it in wherever the CPU has AMX.
+AMX_MARK = "AMX_INT8 = 1"
+_repack_lock = threading.Lock()
+_repack_off = False
+
+
+def avoid_amx_repack() -> bool:
+    """Load every later model without llama.cpp's extra weight buffers (the AMX repack among
+    them) when this build uses AMX; True when that is so. Idempotent.
+
+    llama-cpp-python's Llama takes no `use_extra_bufts`, so its default model parameters are
+    wrapped instead; llama.cpp's own tools take LLAMA_ARG_REPACK=0 (tool_env) to match, so
+    the C++ ceilings are measured on the same kernels as this engine.
+    """
+    global _repack_off
+    with _repack_lock:
+        if _repack_off:
+            return True
+        if AMX_MARK not in system_info():
+            return False
+        from llama_cpp import llama_cpp as lib
+
+        default = lib.llama_model_default_params
+
+        def without_extra_bufts():
+            params = default()
+            params.use_extra_bufts = False
+            return params
+
+        lib.llama_model_default_params = without_extra_bufts
+        llama_cpp.llama_model_default_params = without_extra_bufts
+        _repack_off = True
+        log.info("this llama.cpp build uses AMX: weight repacking is off (llama.cpp #20824)")
+        return True
+
+
+def tool_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a llama.cpp tool built from the same sources on this CPU: no weight repack
+    where this engine runs without it (avoid_amx_repack)."""
+    return {**env, "LLAMA_ARG_REPACK": "0"} if AMX_MARK in system_info() else dict(env)
+
+
 def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 

@@ -182,6 +182,7 @@ def load_model(path: str | Path, opts: LoadOptions | None = None) -> LoadedModel
     header = read_header(path)  # raises ModelFileError with a precise reason
     p = header.path
     _check_limits(p, opts)
+    backend.avoid_amx_repack()
     supported = backend.gpu_offload_supported()
     want_gpu = opts.n_gpu_layers != 0 and supported
     fallback = _no_device(opts) if not supported else None

@@ -19,6 +19,7 @@ import httpx
 from app.bench.servers import ServerProcess as Process
 from app.bench.servers import free_port
 from app.bench.servers import llama_tools as bench_llama_tools
+from app.engine.backend import tool_env
 
 # The tools cache lives in the real home; tests run with a private one, so the
 # lookup uses the environment as it was when the tests were collected.
@@ -36,18 +37,23 @@ def llama_tools() -> Path:
     return tools
 
 
-def start_llama_server(model: Path, slots: int = 4, ctx: int = 8192, threads: int = 2) -> Process:
+def start_llama_server(model: Path, slots: int = 4, ctx: int = 8192, threads: int = 2,
+                       extra: tuple[str, ...] = ()) -> Process:
     bin_dir = llama_tools()
     port = free_port()
-    env = {**os.environ, "LD_LIBRARY_PATH": str(bin_dir)}
+    env = tool_env({**os.environ, "LD_LIBRARY_PATH": str(bin_dir)})
     return Process([str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1",
                     "--port", str(port), "-c", str(ctx), "-np", str(slots), "-t", str(threads),
-                    "--metrics", "--no-webui"], port, "/health", env)
+                    "--metrics", "--no-webui", *extra], port, "/health", env)
 
 
 def start_llama_cpp_python_server(model: Path) -> Process:
     port = free_port()
-    return Process([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+    # Started through LlamaDesk's own load quirks (backend.avoid_amx_repack), or its first prompt
+    # crashes on a CPU where llama.cpp's AMX kernel does.
+    main = ("from app.engine.backend import avoid_amx_repack; avoid_amx_repack(); import runpy; "
+            "runpy.run_module('llama_cpp.server', run_name='__main__')")
+    return Process([sys.executable, "-c", main, "--model", str(model), "--host", "127.0.0.1",
                     "--port", str(port), "--n_ctx", "2048", "--verbose", "False"], port, "/v1/models")
 
 
