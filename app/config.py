@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from app import paths
+from app import atomic_file, paths
 from app.engine.loader import LoadOptions
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
@@ -228,11 +226,4 @@ def save_config(cfg: AppConfig, path: Path | None = None) -> None:
     """Write atomically: a crash mid-write must not leave half a settings file."""
     path = path or default_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".settings.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(asdict(cfg), f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_file.write_text(path, json.dumps(asdict(cfg), indent=2))

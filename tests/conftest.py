@@ -36,11 +36,11 @@ def model_path(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def engine(model_path):
-    """One loaded ChatEngine shared by the engine tests (loading costs ~0.6 s)."""
-    from app.chat.session import ChatEngine
+    """One loaded LocalChatEngine shared by the engine tests (loading costs ~0.6 s)."""
+    from app.chat.local_engine import LocalChatEngine
     from app.engine.loader import LoadOptions
 
-    eng = ChatEngine.open(model_path, LoadOptions(n_ctx=2048))
+    eng = LocalChatEngine.open(model_path, LoadOptions(n_ctx=2048))
     yield eng
     eng.close()
 

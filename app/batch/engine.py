@@ -29,16 +29,16 @@ from app.batch.slot import Slot, SlotState
 from app.batch.types import (
     BatchEvent,
     BatchProgress,
-    BatchRequest,
-    BatchResult,
-    BatchStats,
     RequestDone,
     RequestStarted,
+    SlotRequest,
+    SlotResult,
+    SlotStats,
 )
-from app.engine.decoder import common_prefix
+from app.engine.control import common_prefix
 from app.engine.errors import ContextOverflowError, EngineError
 from app.engine.loader import LoadedModel
-from app.engine.prompt import Msg, chat_format, reply_stops
+from app.engine.prompt import PromptMessage, chat_format, reply_stops
 from app.engine.utilization import limits_for
 
 # A step reads the weights once whatever the number of slots, so aggregate
@@ -78,14 +78,14 @@ class BatchEngine:
         self.on_event = on_event
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self._cv = threading.Condition()
-        self._queue: deque[tuple[BatchRequest, float]] = deque()
-        self._online: deque[tuple[BatchRequest, float]] = deque()
+        self._queue: deque[tuple[SlotRequest, float]] = deque()
+        self._online: deque[tuple[SlotRequest, float]] = deque()
         self._drop: set[str] = set()
         self._paused = False
         self._cancelled = False
         self.slots: list[Slot | None] = [None] * (n_slots + ONLINE_RESERVE)
         self._kept: list[list[int]] = [[] for _ in self.slots]  # each free sequence's tokens in the KV
-        self._results: list[BatchResult] = []
+        self._results: list[SlotResult] = []
         self.limits = limits_for(model)  # None where no one peak applies (a partial GPU offload)
         # The server's batch-only steps can be cut short when an online request arrives (see _step).
         self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: bool(self._online))
@@ -96,7 +96,7 @@ class BatchEngine:
         self._reset_counters()
 
     # -- any thread ---------------------------------------------------------
-    def submit_many(self, reqs: Iterable[BatchRequest]) -> None:
+    def submit_many(self, reqs: Iterable[SlotRequest]) -> None:
         now = time.perf_counter()
         with self._cv:
             for r in reqs:
@@ -104,7 +104,7 @@ class BatchEngine:
                 self._total += 1
             self._cv.notify_all()
 
-    def submit_online(self, req: BatchRequest) -> None:
+    def submit_online(self, req: SlotRequest) -> None:
         """An interactive request: it takes the next free slot ahead of the batch queue,
         and runs even while the batch is paused."""
         req.online = True
@@ -144,8 +144,8 @@ class BatchEngine:
         self.bctx.close()
 
     # -- prompts --------------------------------------------------------------
-    def prompt_for(self, req: BatchRequest) -> tuple[list[int], tuple[str, ...]]:
-        """Tokens and stop strings, formatted the way ChatEngine formats a turn."""
+    def prompt_for(self, req: SlotRequest) -> tuple[list[int], tuple[str, ...]]:
+        """Tokens and stop strings, formatted the way LocalChatEngine formats a turn."""
         if req.prompt_tokens is not None:
             return list(req.prompt_tokens), tuple(req.settings.stop)
         preamble = req.settings.preamble
@@ -155,13 +155,13 @@ class BatchEngine:
             toks = self.to_tokens(req.messages, preamble)
         return toks, reply_stops(self.format, tuple(req.settings.stop), req.settings.ignore_eos)
 
-    def to_tokens(self, messages: list[Msg], preamble: bool = True) -> list[int]:
+    def to_tokens(self, messages: list[PromptMessage], preamble: bool = True) -> list[int]:
         """Render messages in this engine's prompt format and tokenize them."""
         text = self.format.render(messages, preamble)
         return self.model.llm.tokenize(text.encode("utf-8"), add_bos=self.format.add_bos,
                                        special=self.format.special)
 
-    def _built(self, req: BatchRequest) -> list[int]:
+    def _built(self, req: SlotRequest) -> list[int]:
         """The caller's prompt builder, on this thread; whatever it raises fails the request."""
         try:
             return list(req.build_prompt(self.slot_ctx,
@@ -172,11 +172,11 @@ class BatchEngine:
             raise EngineError(f"building the prompt failed: {type(e).__name__}: {e}") from e
 
     # -- the engine thread ----------------------------------------------------
-    def run(self) -> list[BatchResult]:
+    def run(self) -> list[SlotResult]:
         """Decode until the queue and the slots are empty. Returns this run's results
         in finishing order."""
         self._reset_counters()
-        results: list[BatchResult] = []
+        results: list[SlotResult] = []
         self._results = results
         try:
             while True:
@@ -255,9 +255,9 @@ class BatchEngine:
             self._drop.discard(req.custom_id)
             self._total -= 1
             now = time.perf_counter()
-            st = BatchStats(stop_reason="cancelled", online=req.online, queued_at=queued - self.t0,
+            st = SlotStats(stop_reason="cancelled", online=req.online, queued_at=queued - self.t0,
                             finished_at=now - self.t0, total_s=now - queued)
-            self._record(BatchResult(req.custom_id, "", st, req.line))
+            self._record(SlotResult(req.custom_id, "", st, req.line))
             return True
         return False
 
@@ -269,7 +269,7 @@ class BatchEngine:
                 self._cv.wait(timeout)
             return bool(self._queue or self._online)
 
-    def _prepare(self, req: BatchRequest, queued: float) -> tuple[list[int], tuple[str, ...]] | None:
+    def _prepare(self, req: SlotRequest, queued: float) -> tuple[list[int], tuple[str, ...]] | None:
         """The request's tokens and stop strings, or None after recording why it cannot run."""
         try:
             req.settings.validate()
@@ -285,7 +285,7 @@ class BatchEngine:
             return None
         return toks, stop
 
-    def _start(self, seq: int, req: BatchRequest, toks: list[int], stop: tuple[str, ...],
+    def _start(self, seq: int, req: SlotRequest, toks: list[int], stop: tuple[str, ...],
                queued: float) -> Slot:
         now = time.perf_counter()
         settings = replace(req.settings, stop=stop)
@@ -307,11 +307,11 @@ class BatchEngine:
         self.bctx.clear_seq(seq)
         return 0
 
-    def _error_result(self, req: BatchRequest, queued: float, now: float, msg: str,
-                      kind: str) -> BatchResult:
-        st = BatchStats(stop_reason="error", online=req.online, queued_at=queued - self.t0,
+    def _error_result(self, req: SlotRequest, queued: float, now: float, msg: str,
+                      kind: str) -> SlotResult:
+        st = SlotStats(stop_reason="error", online=req.online, queued_at=queued - self.t0,
                         finished_at=now - self.t0, total_s=now - queued, error=msg, error_kind=kind)
-        return BatchResult(req.custom_id, "", st, req.line)
+        return SlotResult(req.custom_id, "", st, req.line)
 
     def _step(self) -> None:
         """One llama_decode: the next token of every decoding slot, then prompt chunks."""
@@ -425,7 +425,7 @@ class BatchEngine:
         self.slots[s.seq] = None
         self._record(res)
 
-    def _record(self, res: BatchResult) -> None:
+    def _record(self, res: SlotResult) -> None:
         if res.stats.stop_reason != "cancelled":
             self._done += 1
             self._failed += res.stats.error is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from app.batch.types import BatchRequest, BatchResult, BatchStats
+from app.batch.types import SlotRequest, SlotResult, SlotStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
@@ -24,7 +24,7 @@ class SlotState(Enum):
 
 
 class Slot:
-    def __init__(self, seq: int, req: BatchRequest, prompt: list[int], settings: GenerationSettings,
+    def __init__(self, seq: int, req: SlotRequest, prompt: list[int], settings: GenerationSettings,
                  slot_ctx: int, n_vocab: int, vocab, queued_at: float, now: float):
         self.seq = seq
         self.req = req
@@ -87,7 +87,7 @@ class Slot:
         self._emit(TextDelta(delta, self.generated, now))
 
     def finish(self, now: float, t0: float, stop_reason: str | None = None,
-               error: str | None = None) -> BatchResult:
+               error: str | None = None) -> SlotResult:
         """End the request; stamps in the result are relative to the engine's t0."""
         self.state = SlotState.FINISHED
         if stop_reason:
@@ -100,7 +100,7 @@ class Slot:
             self._text(tail, now)
         self.sampler.close()
         text = "".join(self.parts)
-        st = BatchStats(
+        st = SlotStats(
             prompt_tokens=len(self.prompt), completion_tokens=self.generated, cached_tokens=self.cached,
             stop_reason=self.stop_reason or "stop", slot=self.seq, online=self.req.online,
             queued_at=self.queued_at - t0, slot_start=self.slot_start - t0,
@@ -113,9 +113,9 @@ class Slot:
         )
         if self.req.on_event is not None:
             self._emit(Finished(text, self.reply_stats(st, now)))
-        return BatchResult(self.req.custom_id, text, st, self.req.line)
+        return SlotResult(self.req.custom_id, text, st, self.req.line)
 
-    def reply_stats(self, st: BatchStats, now: float) -> ReplyStats:
+    def reply_stats(self, st: SlotStats, now: float) -> ReplyStats:
         """The chat gauges' record. Batched compute is shared, so these are wall times."""
         pre_s = (self.first_sample or now) - self.slot_start
         return ReplyStats(

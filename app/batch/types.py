@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from app.engine.events import Event
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 
 
 @dataclass
-class BatchRequest:
+class SlotRequest:
     custom_id: str
-    messages: list[Msg] = field(default_factory=list)
+    messages: list[PromptMessage] = field(default_factory=list)
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     # Pre-tokenized prompt: bypasses chat formatting (benchmarks, tests that
     # compare with Decoder on identical tokens). Stop strings then come only
@@ -34,7 +34,7 @@ class BatchRequest:
     # stop strings plus the request's (as for `messages`). Lets a caller fit
     # the history to the slot (the chat's fit_history). Anything it raises
     # becomes this request's error result.
-    build_prompt: Callable[[int, Callable[[list[Msg]], list[int]]], list[int]] | None = None
+    build_prompt: Callable[[int, Callable[[list[PromptMessage]], list[int]]], list[int]] | None = None
     # Per-request stream (FirstToken, TextDelta, Finished), the same events the
     # Decoder emits, so a chat view can show an online reply served by a batch.
     on_event: Callable[[Event], None] | None = None
@@ -43,7 +43,7 @@ class BatchRequest:
 
 
 @dataclass
-class BatchStats:
+class SlotStats:
     """One request's measured record; stamps are seconds since the engine's t0."""
 
     prompt_tokens: int | None = 0  # None: a remote server did not report it
@@ -72,10 +72,10 @@ class BatchStats:
 
 
 @dataclass
-class BatchResult:
+class SlotResult:
     custom_id: str
     text: str
-    stats: BatchStats
+    stats: SlotStats
     line: int | None = None
 
     @property
@@ -120,7 +120,7 @@ class RequestStarted:
 
 @dataclass(frozen=True)
 class RequestDone:
-    result: BatchResult
+    result: SlotResult
 
 
 BatchEvent = BatchProgress | RequestStarted | RequestDone

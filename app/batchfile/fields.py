@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 
 ROLES = ("system", "user", "assistant")
@@ -86,7 +86,7 @@ def settings_from_body(body: dict, defaults: GenerationSettings) -> GenerationSe
     return s
 
 
-def messages(raw) -> list[Msg]:
+def messages(raw) -> list[PromptMessage]:
     if not isinstance(raw, list) or not raw:
         raise ValueError("body.messages must be a non-empty list")
     out = []
@@ -103,5 +103,5 @@ def messages(raw) -> list[Msg]:
             raise ValueError(f"body.messages[{i}].content must be text, got {show(c)}")
         if not is_text(c):
             raise ValueError(f"body.messages[{i}].content is not valid Unicode (a lone surrogate)")
-        out.append(Msg(m["role"], c))
+        out.append(PromptMessage(m["role"], c))
     return out

@@ -1,8 +1,9 @@
 """A batch file run end to end: read, skip what is done, decode the rest, journal each result.
 
 Shared by `llamadesk batch` and the window's Batch panel, so resume and error
-records behave the same in both. Runs on the engine thread (BatchEngine.run);
-the panel's pause/cancel go straight to the BatchEngine.
+records behave the same in both, on either SlotBackend (local slots or a server).
+Runs on the engine's thread (SlotBackend.run); the panel's pause and cancel go
+straight to the engine.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.batch.engine import BatchEngine
-from app.batch.types import BatchEvent, BatchResult, RequestDone
+from app.batch.backend import SlotBackend
+from app.batch.types import BatchEvent, RequestDone, SlotResult
 from app.batchfile.requests import BatchInputError, InputItem, read_input
 from app.batchfile.results import ResultWriter, read_journal
 from app.engine.sampling import GenerationSettings
@@ -29,7 +30,7 @@ class JobSummary:
     not_started: int = 0
     generated: int = 0
     wall_s: float = 0.0
-    results: list[BatchResult] = field(default_factory=list)
+    results: list[SlotResult] = field(default_factory=list)
 
     @property
     def tok_s(self) -> float | None:
@@ -47,7 +48,7 @@ class BatchJob:
         self.todo = [it for it in self.items if not journal.has(it)]
         self.skipped = len(self.items) - len(self.todo)
 
-    def run(self, engine: BatchEngine, model_name: str,
+    def run(self, engine: SlotBackend, model_name: str,
             on_event: Callable[[BatchEvent], None] | None = None) -> JobSummary:
         summary = JobSummary(total_lines=len(self.items), skipped=self.skipped)
         writer = ResultWriter(self.output_path, model_name)

@@ -31,9 +31,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.batch.types import BatchRequest
+from app.batch.types import SlotRequest
 from app.batchfile.fields import is_text, messages, settings_from_body, show
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 
@@ -49,7 +49,7 @@ class BatchInputError(LlamaDeskError):
 class InputItem:
     line: int
     custom_id: str
-    request: BatchRequest | None = None
+    request: SlotRequest | None = None
     error: str | None = None  # this line becomes an error record
     digest: str = ""  # SHA-256 of the line's stripped text: what the journal knows it by
 
@@ -100,7 +100,8 @@ def _digest(s: str) -> str:
 
 
 def _plain(line: int, s: str, defaults: GenerationSettings) -> InputItem:
-    req = BatchRequest("", [Msg("user", s.strip())], GenerationSettings(**defaults.__dict__), line=line)
+    req = SlotRequest("", [PromptMessage("user", s.strip())], GenerationSettings(**defaults.__dict__),
+                       line=line)
     return InputItem(line, "", req, digest=_digest(s))
 
 
@@ -147,7 +148,7 @@ def _parse_json_line(line: int, s: str, defaults: GenerationSettings) -> InputIt
         body = obj.get("body")
         if not isinstance(body, dict):
             raise ValueError("body must be an object")
-        item.request = BatchRequest(cid, messages(body.get("messages")), settings_from_body(body, defaults),
+        item.request = SlotRequest(cid, messages(body.get("messages")), settings_from_body(body, defaults),
                                     line=line)
     except ValueError as e:
         item.error = f"line {line}: {e}"

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.batch.types import BatchResult, BatchStats
+from app.batch.types import SlotResult, SlotStats
 from app.batchfile.requests import InputItem
 from app.errors import LlamaDeskError
 
@@ -93,12 +93,12 @@ class ResultWriter:
         self.model_name = model_name
         self._f = open(self.path, "a", encoding="utf-8")
 
-    def write(self, res: BatchResult) -> None:
+    def write(self, res: SlotResult) -> None:
         self._append(output_record(res, self.model_name))
 
     def write_error(self, item: InputItem) -> None:
-        st = BatchStats(stop_reason="error", error=item.error, error_kind=INVALID)
-        rec = output_record(BatchResult(item.custom_id, "", st, item.line), self.model_name)
+        st = SlotStats(stop_reason="error", error=item.error, error_kind=INVALID)
+        rec = output_record(SlotResult(item.custom_id, "", st, item.line), self.model_name)
         rec["llamadesk"]["input_sha256"] = item.digest
         self._append(rec)
 
@@ -111,7 +111,7 @@ class ResultWriter:
         self._f.close()
 
 
-def output_record(res: BatchResult, model_name: str) -> dict:
+def output_record(res: SlotResult, model_name: str) -> dict:
     st = res.stats
     rec = {"id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": res.custom_id}
     stats = {**st.to_json(), "line": res.line}

@@ -14,7 +14,7 @@ import threading
 import time
 
 from app.batch.engine import DEFAULT_SLOTS, BatchEngine
-from app.batch.types import BatchProgress, BatchRequest
+from app.batch.types import BatchProgress, SlotRequest
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadOptions, load_model
 from app.engine.models import resolve_model
@@ -69,7 +69,7 @@ class Ceilings:
 
 
 def _batched(eng: BatchEngine, prompts: list[list[int]], tokens: int) -> tuple[float, list[str]]:
-    eng.submit_many(BatchRequest(f"p{i}", prompt_tokens=p, settings=_greedy(tokens))
+    eng.submit_many(SlotRequest(f"p{i}", prompt_tokens=p, settings=_greedy(tokens))
                     for i, p in enumerate(prompts))
     t0 = time.perf_counter()
     res = eng.run()
@@ -83,16 +83,16 @@ def online_ttft(eng: BatchEngine, prompt: list[int], background: list[list[int]]
                 tokens: int) -> float | None:
     """TTFT (from submit) of one online request, alone or while `background` is batched."""
     if background:
-        eng.submit_many(BatchRequest(f"bg{i}", prompt_tokens=p, settings=_greedy(tokens))
+        eng.submit_many(SlotRequest(f"bg{i}", prompt_tokens=p, settings=_greedy(tokens))
                         for i, p in enumerate(background))
     else:
-        eng.submit_online(BatchRequest("online", prompt_tokens=prompt, settings=_greedy(8)))
+        eng.submit_online(SlotRequest("online", prompt_tokens=prompt, settings=_greedy(8)))
     out: dict = {}
     t = threading.Thread(target=lambda: out.setdefault("res", eng.run()), name="bench-batch", daemon=True)
     t.start()
     if background:
         time.sleep(1.0)  # let every slot fill and the batch reach its steady state
-        eng.submit_online(BatchRequest("online", prompt_tokens=prompt, settings=_greedy(8)))
+        eng.submit_online(SlotRequest("online", prompt_tokens=prompt, settings=_greedy(8)))
     t.join()
     mine = [r for r in out["res"] if r.custom_id == "online"]
     return mine[0].stats.ttft_from_queue_s if mine else None

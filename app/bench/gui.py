@@ -156,10 +156,10 @@ def _prepare_long_reply(win, tokens: int) -> None:
 
 def _show_markdown_shot(win) -> str:
     """Open a chat whose first exchange is the Markdown example; return the question."""
-    from app.chat.conversation import ChatMessage, Conversation
+    from app.chat.conversation import LiveConversation, LiveMessage
 
     q, a = MARKDOWN_SHOT
-    win.flow.new_chat(Conversation(messages=[ChatMessage("user", q), ChatMessage("assistant", a)]))
+    win.flow.new_chat(LiveConversation(messages=[LiveMessage("user", q), LiveMessage("assistant", a)]))
     return MARKDOWN_PROMPT
 
 

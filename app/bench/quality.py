@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import replace
 
 from app.bench.quality_set import CHATS, KINDS, PROMPTS, classify
-from app.chat.session import ChatEngine
+from app.chat.local_engine import LocalChatEngine
 from app.config import AppConfig
 from app.engine.loader import LoadOptions
-from app.engine.prompt import Msg, TranscriptFormat
+from app.engine.prompt import PromptMessage, TranscriptFormat
 
 LEGACY_STOPS = ("\nUser:",)  # what the transcript format stopped on before
 MAX_TOKENS = 96  # enough for every kind of failure to show; keeps the run to minutes
@@ -31,14 +31,15 @@ def _variants() -> dict[str, dict]:
             "after": {"settings": base, "preamble": True, "format": TranscriptFormat()}}
 
 
-def _ask(engine: ChatEngine, variant: dict, history: list[Msg], question: str, seed: int) -> str:
+def _ask(engine: LocalChatEngine, variant: dict, history: list[PromptMessage], question: str,
+         seed: int) -> str:
     settings = replace(variant["settings"], seed=seed, preamble=variant["preamble"])
     engine.format = variant["format"]  # this bench's own engine, on this thread
     engine.decoder.reset()  # every reply from the same (empty) cache state: comparable across variants
     return engine.reply(history, question, settings).text
 
 
-def _run_variant(engine: ChatEngine, variant: dict) -> dict:
+def _run_variant(engine: LocalChatEngine, variant: dict) -> dict:
     seen = engine.format.shown_texts() if variant["preamble"] else ()
     kinds: Counter[str] = Counter()
     samples: dict[str, list[str]] = {}
@@ -56,7 +57,7 @@ def _run_variant(engine: ChatEngine, variant: dict) -> dict:
     for i, (q1, q2) in enumerate(CHATS):
         r1 = _ask(engine, variant, [], q1, seed=1000 + i)
         judge(r1, q1, seen)
-        history = [Msg("user", q1), Msg("assistant", r1)]
+        history = [PromptMessage("user", q1), PromptMessage("assistant", r1)]
         judge(_ask(engine, variant, history, q2, seed=2000 + i), q2, (*seen, q1, r1))
     total = sum(kinds.values())
     return {"replies": total, "bad_rate": 1 - kinds["ok"] / total,
@@ -65,7 +66,7 @@ def _run_variant(engine: ChatEngine, variant: dict) -> dict:
 
 
 def run_quality_bench(model_path, opts: LoadOptions) -> dict:
-    engine = ChatEngine.open(model_path, opts, prompt_cache=False)  # never the user's cache
+    engine = LocalChatEngine.open(model_path, opts, prompt_cache=False)  # never the user's cache
     try:
         if engine.notice is None:
             raise ValueError("--quality judges the plain-transcript format; this model has a chat "

@@ -14,8 +14,8 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from app.chat.remote_session import RemoteChatEngine
-from app.engine.prompt import Msg
+from app.chat.remote_engine import RemoteChatEngine
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
 
@@ -83,7 +83,8 @@ def _long_prompt_ttft(eng: RemoteChatEngine, rounds: int = 2) -> dict:
 def _second_turn(eng: RemoteChatEngine) -> int | None:
     q = "Tell me about lighthouses in two sentences."
     first = eng.reply([], q, _greedy(24))
-    second = eng.reply([Msg("user", q), Msg("assistant", first.text)], "Why are they striped?", _greedy(8))
+    history = [PromptMessage("user", q), PromptMessage("assistant", first.text)]
+    second = eng.reply(history, "Why are they striped?", _greedy(8))
     return second.stats.cached_tokens
 
 

@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.chat import export
-from app.chat.records import Conversation, StoredMessage
-from app.chat.store import Store
 from app.engine.stats import ReplyStats
+from app.history import export
+from app.history.records import StoredConversation, StoredMessage
+from app.history.store import Store
 
 
 def _stats(i: int) -> ReplyStats:
@@ -31,7 +31,8 @@ def build(path: Path, n: int) -> int:
     """A conversation of n messages (replies ~600 characters, with stats); returns its id."""
     t0 = 1_700_000_000.0
     reply = ("A reply of a typical length, with some `code` and a list:\n- one\n- two\n" * 8)[:600]
-    conv = Conversation(0, "Benchmark", t0, t0 + n, "You are a benchmark.", "bench.gguf", {"max_tokens": 512})
+    conv = StoredConversation(0, "Benchmark", t0, t0 + n, "You are a benchmark.", "bench.gguf",
+                              {"max_tokens": 512})
     for i in range(n):
         user = i % 2 == 0
         conv.messages.append(StoredMessage(

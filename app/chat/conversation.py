@@ -1,23 +1,23 @@
-"""The conversation the window shows, as plain data (no Qt).
+"""The conversation being chatted in (LiveConversation), as plain data (no Qt).
 
 Kept apart from the widgets so the store can load it and the recorder save it
 without knowing about the view, and so tests can check regenerate/edit logic
-without a window. Indices here are the ones `ChatEngine.reply(...).dropped`
+without a window. Indices here are the ones `LocalChatEngine.reply(...).dropped`
 refers to: the history passed to the engine is `messages` in order. Its only
-file format is the store's transcript (app/chat/transcript.py).
+file format is the store's transcript (app/history/transcript.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.chat.records import COMPLETE
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.stats import ReplyStats
+from app.history.records import COMPLETE, StoredConversation
 
 
 @dataclass
-class ChatMessage:
+class LiveMessage:
     role: str  # "user" or "assistant"
     content: str
     stats: ReplyStats | None = None
@@ -27,22 +27,22 @@ class ChatMessage:
 
 
 @dataclass
-class Conversation:
+class LiveConversation:
     system_prompt: str = ""
-    messages: list[ChatMessage] = field(default_factory=list)
+    messages: list[LiveMessage] = field(default_factory=list)
     title: str = ""
     id: int | None = None  # the store's conversation id, once saved
 
-    def history(self, upto: int | None = None) -> list[Msg]:
+    def history(self, upto: int | None = None) -> list[PromptMessage]:
         """What the engine sees as earlier turns (everything before `upto`)."""
         msgs = self.messages if upto is None else self.messages[:upto]
-        return [Msg(m.role, m.content) for m in msgs]
+        return [PromptMessage(m.role, m.content) for m in msgs]
 
     def system(self) -> str | None:
         return self.system_prompt.strip() or None
 
     def add(self, role: str, content: str, stats: ReplyStats | None = None) -> int:
-        self.messages.append(ChatMessage(role, content, stats))
+        self.messages.append(LiveMessage(role, content, stats))
         if not self.title and role == "user":
             self.title = content.strip().splitlines()[0][:60] if content.strip() else ""
         return len(self.messages) - 1
@@ -57,7 +57,7 @@ class Conversation:
         return bool(self.messages) and self.messages[-1].role == "assistant" \
             and self.last_user_index() is not None
 
-    def take_last_exchange(self) -> tuple[str, list[ChatMessage]] | None:
+    def take_last_exchange(self) -> tuple[str, list[LiveMessage]] | None:
         """Remove the last user message and everything after it; return its text
         and the removed messages (so a store can delete them too).
 
@@ -84,13 +84,13 @@ class Conversation:
         return changed
 
     @classmethod
-    def from_store(cls, stored) -> Conversation:
-        """From app.chat.records.Conversation: what reopening a saved chat shows.
+    def from_store(cls, stored: StoredConversation) -> LiveConversation:
+        """From app.history.records.StoredConversation: what reopening a saved chat shows.
 
         A reply cut off before its first token has nothing to show or send, so
         it is left out (as the store's own history() leaves it out).
         """
-        msgs = [ChatMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state)
+        msgs = [LiveMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state)
                 for m in stored.messages if m.role in ("user", "assistant")
                 and not (m.role == "assistant" and m.state != COMPLETE and not m.content)]
         return cls(stored.system_prompt or "", msgs, stored.title, stored.id)

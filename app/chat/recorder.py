@@ -21,14 +21,14 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.chat.errors import StoreError
-from app.chat.records import COMPLETE, INTERRUPTED
-from app.chat.session import ChatEngine, Reply
-from app.chat.store import Store
-from app.engine.decoder import CancelToken, EventSink
+from app.chat.local_engine import LocalChatEngine, Reply
+from app.engine.control import CancelToken, EventSink
 from app.engine.events import Event, TextDelta
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
+from app.history.errors import StoreError
+from app.history.records import COMPLETE, INTERRUPTED
+from app.history.store import Store
 
 log = logging.getLogger("llamadesk.recorder")
 
@@ -64,7 +64,7 @@ class TurnRecorder:
 
     def __init__(self, store: Store, on_error: ErrorSink | None = None):
         self.store = store
-        self.model: dict | None = None  # ChatEngine.identity() of the model answering
+        self.model: dict | None = None  # LocalChatEngine.identity() of the model answering
         self._on_error = on_error
         self._reported = False
 
@@ -205,7 +205,7 @@ class ReplySaver:
         self._thread.join()
 
 
-def record_turn(recorder: TurnRecorder, engine: ChatEngine, conv_id: int | None, user_text: str,
+def record_turn(recorder: TurnRecorder, engine: LocalChatEngine, conv_id: int | None, user_text: str,
                 settings: GenerationSettings, system: str | None = None,
                 on_event: EventSink | None = None, cancel: CancelToken | None = None,
                 save_every_s: float = SAVE_EVERY_S) -> Turn:

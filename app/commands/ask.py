@@ -13,21 +13,21 @@ import json
 import sys
 import threading
 
+from app.chat.engines import Reply, open_engine
 from app.chat.recorder import TurnRecorder, record_turn
-from app.chat.session import ChatEngine, Reply
-from app.chat.store import Store
 from app.commands.common import (
     add_endpoint_args,
     add_model_args,
     add_sampling_args,
     endpoint_from_args,
-    load_options,
+    engine_target,
     note,
     sampling,
 )
-from app.engine.decoder import CancelToken
+from app.engine.control import CancelToken
 from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
+from app.history.store import Store
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
 
@@ -96,22 +96,13 @@ def run(args: argparse.Namespace) -> int:
             store.close()
 
 
-def open_engine(args: argparse.Namespace, endpoint: Endpoint | None):
-    """The local model, or the remote server's, behind the same interface."""
-    if endpoint is None:
-        return ChatEngine.open(args.model, load_options(args))
-    from app.chat.remote_session import RemoteChatEngine  # the HTTP stack only when it is used
-
-    return RemoteChatEngine(endpoint, args.remote_model, notice=note, prompt_format=args.remote_format)
-
-
 def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endpoint | None) -> int:
     history, system = [], args.system
     if args.continue_id is not None:
         conv = store.get_conversation(args.continue_id)  # fails early for a wrong id
         history = conv.history()[0]
         system = conv.system_prompt if system is None else system
-    engine = open_engine(args, endpoint)
+    engine = open_engine(engine_target(args, endpoint), notice=note)
     try:
         report = engine.report
         if report.fallback:

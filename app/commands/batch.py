@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_remote(args: argparse.Namespace, job: BatchJob, endpoint: Endpoint) -> int:
     """The same job, journal and summary, with the server doing the batching."""
-    from app.chat.remote_session import RemoteChatEngine
+    from app.chat.remote_engine import RemoteChatEngine
     from app.remote.batch import RemoteBatchEngine
 
     chat = RemoteChatEngine(endpoint, args.remote_model, notice=note, prompt_format=args.remote_format)

@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 
+from app.chat.engines import EngineTarget
 from app.engine.loader import LoadOptions
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import DEFAULT_STALL_S, Endpoint
@@ -53,6 +54,14 @@ def endpoint_from_args(args: argparse.Namespace) -> Endpoint | None:
     if args.api_key_env:
         ep = Endpoint.parse(ep.base_url, key_from_env(args.api_key_env), ep.stall_s)
     return with_saved_key(ep)
+
+
+def engine_target(args: argparse.Namespace, endpoint: Endpoint | None) -> EngineTarget:
+    """What open_engine opens for these flags: the --endpoint's server, or the --model file."""
+    if endpoint is not None:
+        return EngineTarget(endpoint=endpoint, remote_model=args.remote_model,
+                            prompt_format=args.remote_format)
+    return EngineTarget(args.model, load_options(args))
 
 
 def add_sampling_args(p: argparse.ArgumentParser, max_tokens: int = 512) -> None:

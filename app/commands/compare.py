@@ -7,12 +7,14 @@ import json
 import sys
 from pathlib import Path
 
+from app.chat.engines import PROMPT_FORMATS
 from app.commands.common import add_sampling_args, note, sampling
+from app.remote.endpoint import DEFAULT_STALL_S
 
 
 class _InOrder(argparse.Action):
-    """--model, --endpoint and --set kept in the order typed: --set applies to the target just
-    before it, which separate append lists would forget."""
+    """--model, --endpoint, --set and the endpoint options kept in the order typed: each
+    applies to the target just before it, which separate append lists would forget."""
 
     def __call__(self, parser, ns, value, option=None):
         items = list(getattr(ns, "order", None) or [])
@@ -32,6 +34,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="a setting of the target named just before it: threads, ctx, gpu_layers, "
                         "flash_attn, kv, batch, ubatch, temperature, top_p, top_k, min_p, repeat_penalty, "
                         "seed, max_tokens")
+    g = p.add_argument_group("endpoint options (each applies to the --endpoint just before it)")
+    g.add_argument("--remote-model", dest="remote_model", action=_InOrder, metavar="NAME",
+                   help="model id on the server (default: its only one)")
+    g.add_argument("--api-key-env", dest="api_key_env", action=_InOrder, metavar="VAR",
+                   help="environment variable holding the server's API key (default: the keyring's, "
+                        "if one was saved)")
+    g.add_argument("--remote-format", dest="remote_format", action=_InOrder, choices=PROMPT_FORMATS,
+                   help="chat (default): messages to /chat/completions; transcript: LlamaDesk's plain "
+                        "transcript to /completions, for a base model without a chat template")
+    g.add_argument("--stall-timeout", dest="stall_timeout", action=_InOrder, type=float, metavar="S",
+                   help=f"give up when the server sends nothing for S seconds (default {DEFAULT_STALL_S:g})")
     p.add_argument("--prompts", metavar="FILE", help="prompts, one per line (or batch JSONL)")
     p.add_argument("--repeat", type=int, default=3, metavar="N",
                    help="runs per prompt and target (default 3)")
@@ -43,21 +56,26 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+ENDPOINT_OPTIONS = ("remote_model", "api_key_env", "remote_format", "stall_timeout")
+
+
 def _targets(args: argparse.Namespace):
-    from app.compare.targets import Target, apply_set, check_targets
+    from app.compare.targets import Target, apply_endpoint_option, apply_set, check_targets
+    from app.remote.endpoint import Endpoint
 
     targets = []
     for kind, value in args.order or ():
+        flag = "--" + kind.replace("_", "-")
+        if kind in ("set", *ENDPOINT_OPTIONS) and not targets:
+            raise ValueError(f"{flag} {value}: name a target (--model or --endpoint) before it")
         if kind == "set":
-            if not targets:
-                raise ValueError(f"--set {value}: name a target (--model or --endpoint) before it")
             apply_set(targets[-1], value)
+        elif kind in ENDPOINT_OPTIONS:
+            apply_endpoint_option(targets[-1], flag, value)
         elif kind == "model":
             targets.append(Target("model", value))
         else:
-            from app.remote.endpoint import Endpoint
-
-            targets.append(Target("endpoint", Endpoint.parse(value).base_url))
+            targets.append(Target.for_endpoint(Endpoint.parse(value)))
     check_targets(targets)
     return targets
 

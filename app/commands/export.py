@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.chat import export
-from app.chat.store import Store
 from app.commands.common import note
 from app.commands.list import write_stdout
+from app.history import export
+from app.history.store import Store
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 
-from app.chat import transcript
-from app.chat.store import Store
 from app.commands.common import note
+from app.history import transcript
+from app.history.store import Store
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

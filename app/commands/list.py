@@ -7,9 +7,9 @@ import json
 import os
 import sys
 
-from app.chat import store_time
-from app.chat.store import Store
 from app.commands.common import note
+from app.history import timestamps
+from app.history.store import Store
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -23,7 +23,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def _iso(ts) -> str | None:
     """null for a stored time no clock produced: one bad row must not stop the list."""
-    t = store_time.utc(ts)
+    t = timestamps.utc(ts)
     return t.isoformat(timespec="seconds") if t is not None else None
 
 
@@ -53,7 +53,7 @@ def _print(convs, as_json: bool) -> None:
         return
     width = max(len(str(c.id)) for c in convs)
     for c in convs:
-        updated = store_time.shown(c.updated_at, "%Y-%m-%d %H:%M")
+        updated = timestamps.shown(c.updated_at, "%Y-%m-%d %H:%M")
         print(f"{c.id:>{width}}  {updated:<16}  {c.message_count:>5} msgs  {_one_line(c.title)}")
 
 

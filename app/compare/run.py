@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.chat.engines import open_engine
 from app.compare.targets import Target
-from app.engine.decoder import CancelToken
+from app.engine.control import CancelToken
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.errors import LlamaDeskError
@@ -100,17 +101,6 @@ class _PeakRss:
         return max(self.peak, self.proc.memory_info().rss) - self.base
 
 
-def _open(t: Target):
-    if t.kind == "endpoint":
-        from app.chat.remote_session import RemoteChatEngine
-        from app.remote.endpoint import Endpoint
-
-        return RemoteChatEngine(Endpoint.parse(t.where), t.remote_model)
-    from app.chat.session import ChatEngine
-
-    return ChatEngine.open(t.where or None, t.load, prompt_cache=False)
-
-
 def run_comparison(targets: list[Target], prompts: list[str], settings: GenerationSettings, repeat: int = 3,
                    warmup: bool = True, on_progress: Callable[[str, int, int], None] | None = None,
                    cancel: CancelToken | None = None) -> Comparison:
@@ -124,7 +114,7 @@ def run_comparison(targets: list[Target], prompts: list[str], settings: Generati
         rss = _PeakRss() if row.target.kind == "model" else None
         try:
             s = row.target.settings(settings)
-            eng = _open(row.target)
+            eng = open_engine(row.target.engine_target())
         except (LlamaDeskError, ValueError, OSError) as e:
             row.error = str(e)
             if rss:
@@ -133,14 +123,14 @@ def run_comparison(targets: list[Target], prompts: list[str], settings: Generati
             continue
         try:
             if warmup:
-                _fresh(eng)
+                eng.reset()
                 warm = GenerationSettings(**{**s.__dict__, "max_tokens": 4})
                 eng.reply([], prompts[0], warm, cancel=cancel)
             for p in prompts:
                 for k in range(repeat):
                     if cancel is not None and cancel.is_set():
                         raise _Cancelled
-                    _fresh(eng)
+                    eng.reset()
                     r = eng.reply([], p, s, cancel=cancel)
                     if r.stats.error is not None:
                         raise LlamaDeskError(r.stats.error)
@@ -166,10 +156,3 @@ def run_comparison(targets: list[Target], prompts: list[str], settings: Generati
 
 class _Cancelled(Exception):
     pass
-
-
-def _fresh(eng) -> None:
-    """An empty KV cache for a local engine (a server keeps its own)."""
-    dec = getattr(eng, "decoder", None)
-    if dec is not None:
-        dec.reset()

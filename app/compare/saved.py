@@ -7,12 +7,10 @@ exports carry, so a reopened comparison shows exactly what was measured.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
-from app import paths
+from app import atomic_file, paths
 
 
 def folder() -> Path:
@@ -29,10 +27,7 @@ def save(record: dict) -> Path:
     while dest.exists():
         n += 1
         dest = folder() / f"comparison-{name}-{n}.json"
-    fd, tmp = tempfile.mkstemp(dir=folder(), prefix=".comparison.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(record, f, ensure_ascii=False, indent=1)
-    os.replace(tmp, dest)
+    atomic_file.write_text(dest, json.dumps(record, ensure_ascii=False, indent=1))
     return dest
 
 

@@ -2,7 +2,10 @@
 
 `--set KEY=VALUE` names the load and sampling settings in the words a user
 types (threads, ctx, gpu_layers, flash_attn, kv, batch, temperature, ...),
-each checked here so a bad value is refused before anything loads.
+each checked here so a bad value is refused before anything loads. A target
+opens through app.chat.engines.open_engine like every other front end's
+engine, so an endpoint's key, model and prompt format reach it as they reach
+`ask`.
 """
 
 from __future__ import annotations
@@ -10,8 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from app.chat.engines import EngineTarget
 from app.engine.loader import LoadOptions
 from app.engine.sampling import GenerationSettings
+from app.remote.endpoint import Endpoint
+from app.remote.keys import key_from_env
 
 LOAD_KEYS = {"threads": "n_threads", "ctx": "n_ctx", "gpu_layers": "n_gpu_layers", "flash_attn": "flash_attn",
              "kv": "kv_type", "batch": "n_batch", "ubatch": "n_ubatch"}
@@ -28,6 +34,26 @@ class Target:
     sampling: dict = field(default_factory=dict)  # overrides of the comparison's settings
     settings_text: list[str] = field(default_factory=list)  # the --set items as typed
     remote_model: str | None = None
+    prompt_format: str = "chat"
+    # kind "endpoint": the URL, stall timeout and API key (the key is never saved or shown)
+    endpoint: Endpoint | None = None
+
+    @classmethod
+    def for_endpoint(cls, endpoint: Endpoint, remote_model: str | None = None,
+                     prompt_format: str = "chat") -> Target:
+        return cls("endpoint", endpoint.base_url, remote_model=remote_model, prompt_format=prompt_format,
+                   endpoint=endpoint)
+
+    def engine_target(self) -> EngineTarget:
+        """What open_engine opens; every run starts from an empty cache, so no saved prefixes."""
+        if self.kind == "endpoint":
+            return EngineTarget(endpoint=self.endpoint or Endpoint.parse(self.where),
+                                remote_model=self.remote_model, prompt_format=self.prompt_format)
+        return EngineTarget(self.where or None, self.load, prompt_cache=False)
+
+    def without_settings(self) -> Target:
+        """The same model or endpoint with no --set items applied."""
+        return replace(self, load=LoadOptions(n_ctx=4096), sampling={}, settings_text=[])
 
     @property
     def label(self) -> str:
@@ -45,7 +71,8 @@ class Target:
     def describe(self) -> dict:
         """The settings that make this target what it is, for the record and the exports."""
         if self.kind == "endpoint":
-            return {"endpoint": self.where, "remote_model": self.remote_model, **self.sampling}
+            return {"endpoint": self.where, "remote_model": self.remote_model,
+                    "prompt_format": self.prompt_format, **self.sampling}
         lo = self.load
         return {"model": self.where, "threads": lo.threads(), "ctx": lo.n_ctx, "gpu_layers": lo.n_gpu_layers,
                 "flash_attn": lo.flash_attn, "kv": lo.kv_type, "batch": lo.n_batch, **self.sampling}
@@ -98,6 +125,24 @@ def apply_set(t: Target, item: str) -> None:
         known = ", ".join([*LOAD_KEYS, *SAMPLING_KEYS])
         raise ValueError(f"--set {key}: unknown setting (known: {known})")
     t.settings_text.append(f"{key}={value}")
+
+
+def apply_endpoint_option(t: Target, flag: str, value) -> None:
+    """--remote-model, --api-key-env, --remote-format or --stall-timeout onto endpoint `t`; the
+    key is read from the environment here, so a missing variable is refused before anything runs."""
+    if t.kind != "endpoint" or t.endpoint is None:
+        raise ValueError(f"{flag} applies to an --endpoint target, not to the model file {t.label}")
+    ep = t.endpoint
+    if flag == "--remote-model":
+        t.remote_model = value
+    elif flag == "--remote-format":
+        t.prompt_format = value
+    elif flag == "--api-key-env":
+        t.endpoint = Endpoint.parse(ep.base_url, key_from_env(value), ep.stall_s)
+    elif flag == "--stall-timeout":
+        t.endpoint = Endpoint.parse(ep.base_url, ep.api_key, value)
+    else:
+        raise ValueError(f"{flag}: not an endpoint option")
 
 
 def check_targets(targets: list[Target]) -> None:

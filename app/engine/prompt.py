@@ -28,7 +28,7 @@ TRANSCRIPT_NOTICE = "no chat template: using plain transcript format"
 
 
 @dataclass(frozen=True)
-class Msg:
+class PromptMessage:
     role: str  # "system", "user" or "assistant"
     content: str
 
@@ -68,7 +68,7 @@ class TranscriptFormat:
         """Everything the preamble shows the model: copying from it is copying."""
         return (DEFAULT_FRAMING, *(t for pair in EXAMPLES for t in pair))
 
-    def render(self, messages: list[Msg], preamble: bool = True) -> str:
+    def render(self, messages: list[PromptMessage], preamble: bool = True) -> str:
         system = next((m.content for m in messages if m.role == "system"), None)
         out = [self.preamble_text(system)] if preamble else []
         if system and system.strip() and not preamble:
@@ -93,7 +93,7 @@ class TemplateFormat:
         self.stop: tuple[str, ...] = ()
         self.add_bos = True
 
-    def render(self, messages: list[Msg], preamble: bool = True) -> str:
+    def render(self, messages: list[PromptMessage], preamble: bool = True) -> str:
         """The template alone: a model with a chat template needs no preamble."""
         res = self._fmt(messages=[{"role": m.role, "content": m.content} for m in messages])
         self.add_bos = not res.added_special

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import llama_cpp
 
-from app import paths
+from app import atomic_file, paths
 
 if TYPE_CHECKING:
     from app.engine.loader import LoadedModel
@@ -92,16 +92,6 @@ def _read_json(path: Path) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _known_default_sha(path: Path) -> str | None:
     """The bundled model's published sha256, when its verified stamp vouches for this file."""
     from app.engine import models
@@ -134,7 +124,7 @@ def model_sha256(path: str | Path) -> str:
     memo = {k: v for k, v in memo.items() if isinstance(v, dict) and k != name}
     memo[name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
     try:
-        _write_atomic(memo_path, json.dumps(dict(list(memo.items())[-64:]), indent=1).encode())
+        atomic_file.write_bytes(memo_path, json.dumps(dict(list(memo.items())[-64:]), indent=1).encode())
     except OSError as e:
         log.info("could not remember the model's sha256 in %s: %s", memo_path, e)
     return sha
@@ -280,27 +270,22 @@ class PromptCache:
     # -- writing ------------------------------------------------------------
     def save(self, ctx, tokens: Sequence[int]) -> bool:
         """Save seq 0, which must hold exactly `tokens`; a failure is logged once and ignored."""
-        tmp = None
         try:
             state, side = self.entry_paths(tokens)
-            tmp = state.with_name(f".{state.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             arr = (llama_cpp.llama_token * len(tokens))(*tokens)
             llama_cpp.llama_synchronize(ctx)
-            if not llama_cpp.llama_state_seq_save_file(ctx, os.fsencode(tmp), 0, arr, len(tokens)):
-                raise OSError(f"llama.cpp could not write {tmp}")
-            meta = {"key": self.key(), "n_tokens": len(tokens), "tokens_sha256": _tokens_sha256(tokens),
-                    "state_bytes": tmp.stat().st_size, "state_crc32": _state_digest(tmp),
-                    "saved": time.time()}
-            os.replace(tmp, state)
-            _write_atomic(side, json.dumps(meta).encode())
+            with atomic_file.replacing(state) as tmp:
+                if not llama_cpp.llama_state_seq_save_file(ctx, os.fsencode(tmp), 0, arr, len(tokens)):
+                    raise OSError(f"llama.cpp could not write {tmp}")
+                meta = {"key": self.key(), "n_tokens": len(tokens), "tokens_sha256": _tokens_sha256(tokens),
+                        "state_bytes": tmp.stat().st_size, "state_crc32": _state_digest(tmp),
+                        "saved": time.time()}
+            atomic_file.write_bytes(side, json.dumps(meta).encode())
         except OSError as e:
             if not self._save_failed:
                 self._save_failed = True
                 log.warning("prompt cache: could not save a prefix (%s); replies go on without it", e)
             return False
-        finally:
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
         evict(state.parent, self.max_bytes)
         return True
 
@@ -332,7 +317,7 @@ def evict(folder: Path, max_bytes: int) -> int:
     except OSError:
         return 0
     for f, st in listing:
-        if f.name.endswith(".tmp"):
+        if f.name.endswith(atomic_file.TEMP_SUFFIX):
             if now - st.st_mtime > STALE_S:
                 removed += _remove(f)
             continue

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from app.batch.types import BatchEvent, BatchProgress, BatchRequest, BatchResult, BatchStats, RequestDone
-from app.engine.decoder import CancelToken
+from app.batch.types import BatchEvent, BatchProgress, RequestDone, SlotRequest, SlotResult, SlotStats
+from app.engine.control import CancelToken
 from app.engine.prompt import TranscriptFormat
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
@@ -41,7 +41,7 @@ class RemoteBatchEngine:
         self._cancel = CancelToken()
         self._running = threading.Event()  # cleared while paused: no new request starts
         self._running.set()
-        self._queue: list[BatchRequest] = []
+        self._queue: list[SlotRequest] = []
         self._lock = threading.Lock()
         self._owned: httpx.Client | None = None
 
@@ -62,7 +62,7 @@ class RemoteBatchEngine:
         eng._owned = http
         return eng
 
-    def submit_many(self, reqs: Iterable[BatchRequest]) -> None:
+    def submit_many(self, reqs: Iterable[SlotRequest]) -> None:
         self._queue.extend(reqs)
 
     def cancel(self) -> None:
@@ -85,36 +85,36 @@ class RemoteBatchEngine:
             self._owned.close()
             self._owned = None
 
-    def _one(self, req: BatchRequest, t0: float, state: dict) -> BatchResult:
+    def _one(self, req: SlotRequest, t0: float, state: dict) -> SlotResult:
         self._running.wait()
         queued = time.perf_counter() - t0
         with self._lock:
             state["busy"] += 1
         try:
             if self._cancel.is_set():
-                return BatchResult(req.custom_id, "", BatchStats(stop_reason="cancelled"), req.line)
+                return SlotResult(req.custom_id, "", SlotStats(stop_reason="cancelled"), req.line)
             if req.prompt_tokens is not None:
                 raise RemoteError(self.endpoint.base_url, "a pre-tokenized prompt cannot be sent to a server")
             path, body = request_for(self.info.kind, self.model, req.messages, req.settings, self.format)
             text, st = stream_reply(self.http, self.endpoint, self.info, path, body, cancel=self._cancel)
-            return BatchResult(req.custom_id, text.strip() if self.format else text,
+            return SlotResult(req.custom_id, text.strip() if self.format else text,
                                _batch_stats(st, queued), req.line)
         except RemoteError as e:
-            st = BatchStats(stop_reason="error", error=e.reason, error_kind="remote_error", queued_at=queued)
-            return BatchResult(req.custom_id, "", st, req.line)
+            st = SlotStats(stop_reason="error", error=e.reason, error_kind="remote_error", queued_at=queued)
+            return SlotResult(req.custom_id, "", st, req.line)
         finally:
             with self._lock:
                 state["busy"] -= 1
 
-    def run(self) -> list[BatchResult]:
+    def run(self) -> list[SlotResult]:
         reqs, self._queue = self._queue, []
         t0 = time.perf_counter()
         state = {"busy": 0}
-        results: list[BatchResult] = []
+        results: list[SlotResult] = []
         recent: deque = deque()
         done_ev = threading.Event()
 
-        def finished(res: BatchResult) -> None:
+        def finished(res: SlotResult) -> None:
             with self._lock:
                 results.append(res)
                 recent.append((time.perf_counter(), res.stats.completion_tokens or 0))
@@ -161,10 +161,10 @@ class RemoteBatchEngine:
             self.on_event(ev)
 
 
-def _batch_stats(st: ReplyStats, queued: float) -> BatchStats:
+def _batch_stats(st: ReplyStats, queued: float) -> SlotStats:
     """One remote reply as a batch output record; a count the server did not report is null."""
     stop = st.stop_reason if st.error is None else "error"
-    return BatchStats(prompt_tokens=st.prompt_tokens, completion_tokens=st.decode_tokens,
+    return SlotStats(prompt_tokens=st.prompt_tokens, completion_tokens=st.decode_tokens,
                       stop_reason=stop, queued_at=queued, ttft_from_queue_s=st.ttft_s, total_s=st.total_s,
                       decode_tok_s=st.wall_decode_tok_s, error=st.error,
                       error_kind="remote_error" if st.error else None)

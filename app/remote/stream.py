@@ -60,7 +60,7 @@ def completion_body(kind: str, model: str, prompt: str, s: GenerationSettings,
 
 def request_for(kind: str, model: str, messages: list, s: GenerationSettings,
                 transcript: TranscriptFormat | None) -> tuple[str, dict]:
-    """(path, body) for `messages` (Msg): the chat endpoint, or with `transcript` the plain
+    """(path, body) for `messages` (PromptMessage): the chat endpoint, or with `transcript` the plain
     transcript LlamaDesk renders itself, sent to /completions with the format's stop strings."""
     if transcript is None:
         return "/chat/completions", chat_body(kind, model, [{"role": m.role, "content": m.content}

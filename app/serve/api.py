@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette.sse import EventSourceResponse
 
-from app.batch.types import BatchRequest, BatchResult, RequestDone
+from app.batch.types import RequestDone, SlotRequest, SlotResult
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
 from app.serve.engine_host import Busy, ServeEngine
@@ -86,17 +86,17 @@ class OnlineAPI:
         self.defaults = defaults or GenerationSettings()
         self.created = int(time.time())
 
-    def _request(self, p: Parsed) -> BatchRequest:
+    def _request(self, p: Parsed) -> SlotRequest:
         if p.model != self.model_id:
             raise ApiError(404, f"The model {p.model!r} does not exist (this server has {self.model_id!r})",
                            "model", "model_not_found")
         if p.messages is not None:
-            return BatchRequest("", p.messages, p.settings)
+            return SlotRequest("", p.messages, p.settings)
         toks = self.host.model.llm.tokenize(p.prompt.encode("utf-8"), add_bos=True, special=False)
         if len(toks) >= self.host.slot_ctx:
             raise ApiError(400, f"the prompt is {len(toks)} tokens; a slot holds {self.host.slot_ctx}",
                            "prompt", "context_length_exceeded")
-        return BatchRequest("", settings=p.settings, prompt_tokens=toks, verbatim=True)
+        return SlotRequest("", settings=p.settings, prompt_tokens=toks, verbatim=True)
 
     async def run(self, raw: Request, kind: str):
         endpoint = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
@@ -140,7 +140,7 @@ class OnlineAPI:
                 return self._final(kind, ident, ev.result, endpoint)
         raise RuntimeError("unreachable")
 
-    def _final(self, kind: str, ident: str, res: BatchResult, endpoint: str):
+    def _final(self, kind: str, ident: str, res: SlotResult, endpoint: str):
         st = res.stats
         if st.error is not None:
             code = 400 if st.error_kind in ("context_overflow", "invalid_request") else 500

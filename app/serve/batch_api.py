@@ -20,7 +20,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.batch.types import BatchResult, RequestDone
+from app.batch.types import RequestDone, SlotResult
 from app.batchfile.requests import CHAT_URL, BatchInputError, read_input
 from app.batchfile.results import ResultWriter, read_journal
 from app.engine.sampling import GenerationSettings
@@ -101,7 +101,7 @@ class BatchRun:
             def sink(ev) -> None:
                 if not isinstance(ev, RequestDone):
                     return
-                res: BatchResult = ev.result
+                res: SlotResult = ev.result
                 with self.lock:
                     cid = self.pending.pop(res.custom_id, None)
                     empty = not self.pending

@@ -14,6 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
+from app import atomic_file
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
   id TEXT PRIMARY KEY, purpose TEXT NOT NULL, filename TEXT NOT NULL, bytes INTEGER NOT NULL,
@@ -51,9 +53,7 @@ class BatchStore:
     def add_file(self, purpose: str, filename: str, data: bytes) -> dict:
         fid = f"file-{uuid.uuid4().hex[:24]}"
         path = self.folder / "files" / fid
-        tmp = path.with_suffix(".part")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        atomic_file.write_bytes(path, data)
         row = (fid, purpose, filename, len(data), int(time.time()), str(path))
         with self._lock:
             self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?)", row)

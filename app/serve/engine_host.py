@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.batch.engine import BatchEngine
-from app.batch.types import BatchProgress, BatchRequest, BatchResult, RequestDone, RequestStarted
+from app.batch.types import BatchProgress, RequestDone, RequestStarted, SlotRequest, SlotResult
 from app.engine.loader import LoadedModel
 
 Sink = Callable[[object], None]  # receives engine events, then the RequestDone
@@ -55,7 +55,7 @@ class ServeEngine:
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self.on_result: Callable[[BatchResult], None] | None = None  # /metrics
+        self.on_result: Callable[[SlotResult], None] | None = None  # /metrics
         self.engine: BatchEngine | None = None
         self._args = (n_slots, slot_ctx)
         self.thread = threading.Thread(target=self._loop, name="llamadesk-serve-engine", daemon=True)
@@ -90,7 +90,7 @@ class ServeEngine:
         self.thread.join(30)
 
     # -- any thread -----------------------------------------------------------
-    def submit_online(self, req: BatchRequest, sink: Sink) -> str:
+    def submit_online(self, req: SlotRequest, sink: Sink) -> str:
         """Queue an interactive request ahead of batch work; Busy when too many wait."""
         with self._lock:
             if self._waiting >= self.max_waiting:
@@ -102,7 +102,7 @@ class ServeEngine:
         self.engine.submit_online(req)
         return req.custom_id
 
-    def submit_batch(self, reqs: list[BatchRequest], sink: Sink) -> list[str]:
+    def submit_batch(self, reqs: list[SlotRequest], sink: Sink) -> list[str]:
         """Batch API work: it runs only in slots that online requests leave free."""
         with self._lock:
             for r in reqs:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from app.batch.types import BatchResult
+from app.batch.types import SlotResult
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -39,7 +39,7 @@ class ServeMetrics:
         self.host = host
         self.batch_counts = lambda: (0, 0)  # (batches running, requests left): set by the batch API
 
-    def observe(self, res: BatchResult) -> None:
+    def observe(self, res: SlotResult) -> None:
         """Every finished request, on the engine thread."""
         st = res.stats
         api = "online" if st.online else "batch"

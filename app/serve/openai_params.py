@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.batchfile.fields import is_text, messages, settings_from_body
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 
 # Fields that carry no behaviour we could fail to honour.
@@ -47,7 +47,7 @@ class Parsed:
     settings: GenerationSettings
     stream: bool
     include_usage: bool
-    messages: list[Msg] | None = None
+    messages: list[PromptMessage] | None = None
     prompt: str | None = None
 
 

@@ -18,13 +18,13 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.chat.conversation import ChatMessage, Conversation
+from app.chat.conversation import LiveConversation, LiveMessage
 from app.chat.live_gauges import LiveGauges
+from app.chat.local_engine import Reply
 from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
-from app.chat.records import INTERRUPTED
-from app.chat.session import Reply
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
+from app.history.records import INTERRUPTED
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.engine_thread import EngineBridge, Job
@@ -37,7 +37,7 @@ GAUGE_MS = 100
 
 class ChatFlow(QObject):
     reply_started = Signal()
-    reply_finished = Signal(object)  # the assistant ChatMessage
+    reply_finished = Signal(object)  # the assistant LiveMessage
     reply_failed = Signal(str)
     busy_changed = Signal(bool)
 
@@ -47,7 +47,7 @@ class ChatFlow(QObject):
         super().__init__(parent)
         self.bridge, self.view, self.composer, self.panel, self.bar = bridge, view, composer, panel, bar
         self.settings_source, self._streaming = settings, streaming
-        self.conversation = Conversation()
+        self.conversation = LiveConversation()
         self.recorder = recorder  # None: no history store, the chat is not saved
         self.gauges = LiveGauges()
         self.model_ready = False
@@ -124,12 +124,12 @@ class ChatFlow(QObject):
             self.recorder.remove([m.id for m in removed])
         return text
 
-    def new_chat(self, conversation: Conversation | None = None) -> None:
+    def new_chat(self, conversation: LiveConversation | None = None) -> None:
         if self.busy:
             self.bridge.stop()
             self._cut_reply()
             self._end_job()  # its late events and reply are ignored by job id
-        self.conversation = conversation or Conversation()
+        self.conversation = conversation or LiveConversation()
         self.view.show_conversation(self.conversation.messages)
 
     # -- one reply ----------------------------------------------------------
@@ -193,7 +193,7 @@ class ChatFlow(QObject):
         if reply.stats.stop_reason == "cancelled" and not reply.text:
             self._fail("Stopped before the first token", False, reply, level="info")
             return
-        msg = ChatMessage("assistant", reply.text, reply.stats)
+        msg = LiveMessage("assistant", reply.text, reply.stats)
         for i in self.conversation.mark_dropped(reply.dropped):
             self.view.update_message(i, self.conversation.messages[i])
         self.conversation.messages.append(msg)
@@ -215,7 +215,7 @@ class ChatFlow(QObject):
         stats = reply.stats if reply is not None else None
         kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
         if text:
-            msg = ChatMessage("assistant", text, stats, state=INTERRUPTED)
+            msg = LiveMessage("assistant", text, stats, state=INTERRUPTED)
             self.conversation.messages.append(msg)
             if self.recorder is not None and self.recorder.abandon(self._turn, text, stats=stats):
                 msg.id = self._turn.reply_message_id

@@ -33,7 +33,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser
 
-from app.chat.conversation import ChatMessage
+from app.chat.conversation import LiveMessage
 from app.ui.live_markdown import LINE_BREAK, LiveBlocks
 from app.ui.markdown_render import MarkdownRenderer, Theme
 
@@ -126,7 +126,7 @@ class ChatView(QTextBrowser):
                    "· out of context (not sent to the model)</span>")
         return f'<p style="margin:0px;"><b>{ROLE_LABEL.get(role, role)}</b>{tag}{extra}</p>'
 
-    def _message_html(self, msg: ChatMessage) -> str:
+    def _message_html(self, msg: LiveMessage) -> str:
         t = self.renderer.theme
         if msg.role == "assistant":
             body = self._render(msg.content) or "<p></p>"
@@ -175,12 +175,12 @@ class ChatView(QTextBrowser):
         self._next_code = 0
         self.follow = True
 
-    def add_message(self, msg: ChatMessage) -> None:
+    def add_message(self, msg: LiveMessage) -> None:
         frame, _ = self._new_frame(self._frame_format(msg.role, msg.out_of_context))
         self._fill(frame, self._message_html(msg))
         self._frames.append(frame)
 
-    def update_message(self, index: int, msg: ChatMessage) -> None:
+    def update_message(self, index: int, msg: LiveMessage) -> None:
         """Re-render a finished message; the live reply after it keeps its place.
 
         The live reply is found by document positions, and every finished
@@ -197,7 +197,7 @@ class ChatView(QTextBrowser):
             self._live_body += moved
             self._live_tail += moved
 
-    def show_conversation(self, messages: list[ChatMessage]) -> None:
+    def show_conversation(self, messages: list[LiveMessage]) -> None:
         self.clear_messages()
         for m in messages:
             self.add_message(m)
@@ -358,7 +358,7 @@ class ChatView(QTextBrowser):
         text does not move when it is rendered as one."""
         return _inset(QTextBlockFormat(), top=PARAGRAPH_MARGIN if first else 0)
 
-    def end_live(self, msg: ChatMessage) -> None:
+    def end_live(self, msg: LiveMessage) -> None:
         """Render the finished reply once, as Markdown with its stats footer."""
         self.discard_live()
         self.add_message(msg)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.chat.engines import EngineTarget
 from app.config import SavedEndpoint
 from app.errors import LlamaDeskError
 from app.remote import keys as api_keys
 from app.remote.endpoint import Endpoint
 from app.ui.batch.worker import BatchTarget
 from app.ui.connect_dialog import ConnectDialog
-from app.ui.engine_thread import RemoteTarget
 
 if TYPE_CHECKING:
     from app.ui.window import MainWindow
@@ -38,21 +38,27 @@ class Connections:
         """The server in use when the window last closed, if it is still saved."""
         return next((e for e in self.saved() if e.base_url == self.w.config.active_endpoint), None)
 
+    def endpoint_for(self, saved: SavedEndpoint) -> Endpoint:
+        """The saved server with the key this session has for it: typed in the dialog, or from
+        the environment variable it names. Without either, open_engine adds the keyring's, on
+        the thread that opens it (a keyring can block). Raises EndpointConfigError."""
+        key = self._session_keys.get(saved.base_url)
+        if key is None and saved.api_key_env:
+            key = api_keys.key_from_env(saved.api_key_env)
+        return Endpoint.parse(saved.base_url, key)
+
     def connect(self, saved: SavedEndpoint) -> None:
         w = self.w
         try:
-            key = self._session_keys.get(saved.base_url)
-            if key is None and saved.api_key_env:
-                key = api_keys.key_from_env(saved.api_key_env)
-            # Without one, the keyring's key is read on the engine thread (RemoteTarget).
-            endpoint = Endpoint.parse(saved.base_url, key)
+            endpoint = self.endpoint_for(saved)
         except LlamaDeskError as e:
             w.remote = saved
             w._on_load_failed(str(e))
             return
         w.remote, self.endpoint = saved, endpoint
         w.model_bar.set_loading(saved.label)
-        w.bridge.load(None, w.config.load_options(), RemoteTarget(endpoint, saved.model, saved.prompt_format))
+        w.bridge.load(EngineTarget(endpoint=endpoint, remote_model=saved.model,
+                                   prompt_format=saved.prompt_format))
 
     def batch_target(self) -> BatchTarget | None:
         """A batch on the connected server: N requests in flight, the server batches them."""

@@ -1,4 +1,4 @@
-"""The chat's engine thread, which owns the ChatEngine, and the GUI-side handle to it.
+"""The chat's engine thread, which owns the LocalChatEngine, and the GUI-side handle to it.
 
 A llama context is used by exactly one thread (the rule is in app/engine's
 docstring), and a decode step must never run on the GUI thread, so every call
@@ -25,14 +25,14 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.chat.session import ChatEngine
-from app.engine.decoder import CancelToken
+from app.chat.engines import EngineTarget, ReplyEngine, WhereItRuns, open_engine
+from app.engine.control import CancelToken
 from app.engine.errors import ContextOverflowError
-from app.engine.loader import LoadedModel, LoadOptions, LoadReport
-from app.engine.prompt import Msg
+from app.engine.loader import LoadedModel
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
+from app.engine.utilization import Limits
 from app.errors import LlamaDeskError
-from app.remote.endpoint import Endpoint
 
 log = logging.getLogger("llamadesk.ui.engine")
 _ids = itertools.count(1)
@@ -43,36 +43,20 @@ class _Shutdown(Exception):
 
 
 @dataclass
-class RemoteTarget:
-    """A server to chat through instead of a local file (Connect to server…)."""
-
-    endpoint: Endpoint
-    model: str | None = None
-    prompt_format: str = "chat"
-
-
-@dataclass
-class LoadRequest:
-    path: str | None
-    options: LoadOptions
-    remote: RemoteTarget | None = None
-
-
-@dataclass
 class Loaded:
     path: str
-    report: LoadReport
+    report: WhereItRuns  # a LoadReport, or a server's RemoteReport
     notice: str | None
     n_ctx: int
-    identity: dict  # ChatEngine.identity(): what a saved conversation records as the model
+    identity: dict  # ReplyEngine.identity(): what a saved conversation records as the model
     # The shared weights (None: a server's); only another thread's own context may use them.
     model: LoadedModel | None
-    limits: object = None  # engine.utilization.Limits: the bandwidth gauge (None: a server, a GPU)
+    limits: Limits | None = None  # the bandwidth gauge (None: a server, a GPU)
 
 
 @dataclass
 class Job:
-    history: list[Msg]
+    history: list[PromptMessage]
     user_text: str
     settings: GenerationSettings
     system: str | None
@@ -90,32 +74,18 @@ class EngineWorker(QObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self.engine: ChatEngine | None = None
+        self.engine: ReplyEngine | None = None
         self.stopping = False
 
-    @staticmethod
-    def _open(req: LoadRequest, progress):
-        """The engine, where it runs (a file or a URL) and the weights a batch may share
-        (None for a server, whose HTTP probe runs here, never on the GUI thread)."""
-        if req.remote is not None:
-            from app.chat.remote_session import RemoteChatEngine
-            from app.remote.keys import with_saved_key
-
-            t = req.remote
-            eng = RemoteChatEngine(with_saved_key(t.endpoint), t.model, prompt_format=t.prompt_format)
-            return eng, t.endpoint.base_url, None
-        eng = ChatEngine.open(req.path, req.options, progress=progress)
-        return eng, str(Path(req.path or eng.model.report.model_path)), eng.model
-
     @Slot(object)
-    def load(self, req: LoadRequest) -> None:
+    def load(self, target: EngineTarget) -> None:
         self.close_engine()  # free the old model's memory before loading the next
         def progress(done: int, total: int) -> None:
             if self.stopping:
                 raise _Shutdown
             self.load_progress.emit(done, total)
-        try:
-            eng, where, weights = self._open(req, progress)
+        try:  # a server's HTTP probe and keyring read run here too, never on the GUI thread
+            eng = open_engine(target, progress)
         except _Shutdown:
             return
         except (LlamaDeskError, ValueError, OSError) as e:
@@ -129,8 +99,10 @@ class EngineWorker(QObject):
             eng.close()
             return
         self.engine = eng
-        self.loaded.emit(Loaded(where, eng.report, eng.notice, eng.n_ctx or 0, eng.identity(), weights,
-                                getattr(eng, "limits", None)))
+        where = (target.endpoint.base_url if target.endpoint
+                 else str(Path(target.path or eng.report.model_path)))
+        self.loaded.emit(Loaded(where, eng.report, eng.notice, eng.n_ctx or 0, eng.identity(), eng.weights,
+                                eng.limits))
 
     @Slot(object)
     def generate(self, job: Job) -> None:
@@ -205,9 +177,9 @@ class EngineBridge(QObject):
         self.current: Job | None = None
         self.thread.start()
 
-    def load(self, path: str | None, options: LoadOptions, remote: RemoteTarget | None = None) -> None:
+    def load(self, target: EngineTarget) -> None:
         self.stop()
-        self._request_load.emit(LoadRequest(path, options, remote))
+        self._request_load.emit(target)
 
     def add_router(self, router: ChatRouter) -> None:
         """Routers are asked in order (the Batch window's online slot, then the server's)."""

@@ -18,10 +18,10 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut, QTextDocument
 from PySide6.QtWidgets import QFileDialog
 
-from app.chat import export as exporter
-from app.chat import transcript
-from app.chat.conversation import Conversation
-from app.chat.errors import StoreError
+from app.chat.conversation import LiveConversation
+from app.history import export as exporter
+from app.history import transcript
+from app.history.errors import StoreError
 
 EXPORT_FILTERS = {"Markdown (*.md)": "md", "JSON (*.json)": "json", "HTML (*.html)": "html",
                   "Plain text (*.txt)": "txt"}
@@ -34,7 +34,7 @@ def one_line(e: BaseException) -> str:
 
 
 class HistoryActions(QObject):
-    opened = Signal(object)  # the Conversation now shown: the window updates its own controls
+    opened = Signal(object)  # the LiveConversation now shown: the window updates its own controls
 
     def __init__(self, window):
         super().__init__(window)
@@ -82,7 +82,7 @@ class HistoryActions(QObject):
             self._error(f"Could not open the conversation: {one_line(e)}")
             self.refresh()
             return False
-        conv = Conversation.from_store(stored)
+        conv = LiveConversation.from_store(stored)
         self.flow.new_chat(conv)  # stops a running reply first, keeping its text
         self.opened.emit(conv)
         self.panel.mark_current(conv.id)  # not a rebuild: a double-click's second click needs the item

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat import store_time
+from app.history import timestamps
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 META_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -42,10 +42,10 @@ def when(ts: float, now: float | None = None) -> str:
     A stored time no clock produced (a bad import, a hand-edited file) shows as
     "?": one such row must not stop the list, or the window, from opening.
     """
-    t = store_time.local(ts)
-    n = store_time.local(time.time() if now is None else now)
+    t = timestamps.local(ts)
+    n = timestamps.local(time.time() if now is None else now)
     if t is None:
-        return store_time.UNKNOWN
+        return timestamps.UNKNOWN
     if n is not None and t.date() == n.date():
         return t.strftime("%H:%M")
     if n is not None and t.year == n.year:

@@ -26,12 +26,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat.errors import StoreError
+from app.chat.engines import EngineTarget
 from app.chat.recorder import TurnRecorder
-from app.chat.store import Store
 from app.config import AppConfig, SavedEndpoint, read_config, save_config
 from app.engine.machine import MachineSampler
 from app.engine.machine import describe as describe_machine
+from app.history.errors import StoreError
+from app.history.store import Store
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
 from app.ui.chat_flow import ChatFlow
@@ -227,7 +228,7 @@ class MainWindow(QMainWindow):
         self.remote = None
         self.model_path = target
         self.model_bar.set_loading(Path(target).name if target else "the default model")
-        self.bridge.load(target, self.config.load_options())
+        self.bridge.load(EngineTarget(target, self.config.load_options()))
 
     @property
     def load_report(self):
@@ -361,8 +362,8 @@ class MainWindow(QMainWindow):
 
     def open_compare(self) -> CompareWindow:
         if self.compare_window is None:
-            self.compare_window = CompareWindow(lambda: compare_choices(self.model_bar),
-                                                lambda: self.config.generation(), parent=self)
+            choices = lambda: compare_choices(self.model_bar, self.connections.endpoint_for)
+            self.compare_window = CompareWindow(choices, lambda: self.config.generation(), parent=self)
         self.compare_window.refresh_choices()
         self.compare_window.show()
         self.compare_window.raise_()

@@ -156,14 +156,14 @@ def test_the_input_as_output_is_refused(tmp_path):
 
 def _answer_all(items, out):
     """Journal a record for every item, as a finished run would, without decoding."""
-    from app.batch.types import BatchResult, BatchStats
+    from app.batch.types import SlotResult, SlotStats
 
     w = ResultWriter(out, "m")
     for it in items:
         if it.error:
             w.write_error(it)
         else:
-            w.write(BatchResult(it.custom_id, "text", BatchStats(), it.line))
+            w.write(SlotResult(it.custom_id, "text", SlotStats(), it.line))
     w.close()
 
 

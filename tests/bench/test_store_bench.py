@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.bench import store as store_bench
-from app.chat.store import default_path
+from app.history.store import default_path
 
 
 def test_store_bench_reports_a_full_conversation_and_its_timings():

@@ -9,13 +9,13 @@ import time
 import pytest
 
 from app.chat.recorder import ReplySaver, Turn, TurnRecorder, record_turn
-from app.chat.records import COMPLETE, GENERATING, INTERRUPTED
-from app.chat.store import Store
-from app.engine.decoder import CancelToken
+from app.engine.control import CancelToken
 from app.engine.errors import ContextOverflowError, GenerationError
 from app.engine.events import TextDelta
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
+from app.history.records import COMPLETE, GENERATING, INTERRUPTED
+from app.history.store import Store
 from tests.faults import failing_decode_after
 
 
@@ -61,7 +61,7 @@ def test_continued_turn_sends_the_history(store, rec, engine):
     assert conv.system_prompt == "Be kind."  # kept when the next turn gives none
     # Exactly the prompt the window builds from the stored history:
     msgs, _ = conv.history()
-    expected = engine.prompt_tokens([Msg("system", "Be kind."), *msgs[:3]])
+    expected = engine.prompt_tokens([PromptMessage("system", "Be kind."), *msgs[:3]])
     assert second.reply.stats.prompt_tokens == len(expected)
 
 
@@ -179,7 +179,7 @@ def test_saver_saves_on_its_own_timer_without_events(store):
 
 def test_a_question_that_cannot_be_stored_leaves_no_orphan_conversation(store):
     """`ask $'hi \\xff'` gives Python a lone surrogate: the whole first write is refused."""
-    from app.chat.errors import StoreError
+    from app.history.errors import StoreError
 
     bad = "hi \udcff"
     with pytest.raises(StoreError, match="the message is not valid UTF-8 text") as exc:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from app.chat import migrations, transcript
-from app.chat.store import Store, default_path
+from app.history import migrations, transcript
+from app.history.store import Store, default_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,8 +158,8 @@ def test_unreadable_database_is_moved_aside_and_said_so():
 def test_engine_error_after_streamed_text_keeps_question_and_partial_reply(model_path, monkeypatch,
                                                                           capsys):
     """The CLI half of the one recording policy (the window's is in tests/ui/test_chat_window.py)."""
-    from app.chat.records import INTERRUPTED
     from app.cli import main
+    from app.history.records import INTERRUPTED
     from tests.faults import failing_decode_after
 
     failing_decode_after(monkeypatch, 8)  # the prefill and a few tokens, then llama_decode fails

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from app.chat.store import Store
+from app.history.store import Store
 
 BAD = "\udcff"  # how Python hands over the byte 0xff of an argument that is not UTF-8
 

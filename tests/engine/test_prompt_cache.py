@@ -11,7 +11,7 @@ import pytest
 
 from app import paths
 from app.chat.live_gauges import LiveGauges
-from app.chat.session import ChatEngine
+from app.chat.local_engine import LocalChatEngine
 from app.engine.events import PrefillStarted
 from app.engine.loader import LoadOptions
 from app.engine.prompt_cache import PromptCache, cache_usage, clear_cache
@@ -38,7 +38,7 @@ def test_prefix_saved_by_one_engine_is_loaded_by_another(engine, model_path):
     assert first.cached_tokens == first.cached_disk_tokens == 0
     assert first.prefill_tokens == first.prompt_tokens
     assert state.is_file() and side.is_file()
-    other = ChatEngine.open(model_path, LoadOptions(n_ctx=2048))
+    other = LocalChatEngine.open(model_path, LoadOptions(n_ctx=2048))
     try:
         s = other.reply([], "What is rain?", SHORT).stats
         assert s.cached_disk_tokens == s.cached_tokens == len(prefix) > 0
@@ -172,7 +172,7 @@ def test_failed_save_is_logged_once_and_replies_go_on(engine, monkeypatch, caplo
 
 
 def test_disk_cache_can_be_turned_off(engine, monkeypatch):
-    off = ChatEngine(engine.model, prompt_cache=False)
+    off = LocalChatEngine(engine.model, prompt_cache=False)
     off.decoder.close()
     assert off.decoder.prompt_cache is None
     monkeypatch.setattr(engine.decoder, "prompt_cache", None)

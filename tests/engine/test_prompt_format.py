@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from app.engine.prompt import DEFAULT_FRAMING, EXAMPLES, ROLE_STOPS, Msg, TemplateFormat, TranscriptFormat
+from app.engine.prompt import (
+    DEFAULT_FRAMING,
+    EXAMPLES,
+    ROLE_STOPS,
+    PromptMessage,
+    TemplateFormat,
+    TranscriptFormat,
+)
 
-CHAT = [Msg("user", "Hi"), Msg("assistant", "Hello."), Msg("user", "Name a colour.")]
+CHAT = [PromptMessage("user", "Hi"), PromptMessage("assistant", "Hello."),
+        PromptMessage("user", "Name a colour.")]
 
 
 def test_the_preamble_frames_the_chat_and_shows_the_examples_before_it():
@@ -17,7 +25,7 @@ def test_the_preamble_frames_the_chat_and_shows_the_examples_before_it():
 
 
 def test_a_system_prompt_replaces_the_framing_but_keeps_the_examples():
-    text = TranscriptFormat().render([Msg("system", "You are a pirate."), *CHAT])
+    text = TranscriptFormat().render([PromptMessage("system", "You are a pirate."), *CHAT])
     assert text.startswith("You are a pirate.\n\n") and DEFAULT_FRAMING not in text
     assert EXAMPLES[0][0] in text and text.count("You are a pirate.") == 1
     assert TranscriptFormat.preamble_text("You are a pirate.") in text
@@ -27,7 +35,8 @@ def test_preamble_off_is_the_bare_transcript():
     fmt = TranscriptFormat()
     assert fmt.render(CHAT, preamble=False) == \
         "User: Hi\nAssistant: Hello.\nUser: Name a colour.\nAssistant:"
-    assert fmt.render([Msg("system", "Be brief."), *CHAT], preamble=False).startswith("Be brief.\n\nUser: Hi")
+    assert fmt.render([PromptMessage("system", "Be brief."), *CHAT],
+                      preamble=False).startswith("Be brief.\n\nUser: Hi")
 
 
 def test_every_speaker_line_stops_the_reply():

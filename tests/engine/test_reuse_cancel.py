@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
-from app.chat.session import ChatEngine
-from app.engine.decoder import CancelToken, common_prefix
+from app.chat.local_engine import LocalChatEngine
+from app.engine.control import CancelToken, common_prefix
 from app.engine.events import PrefillStarted, TextDelta
 from app.engine.loader import LoadOptions
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 
 GREEDY = GenerationSettings(max_tokens=12, temperature=0)
@@ -19,8 +19,10 @@ def test_next_turn_prefills_only_new_tokens(engine):
     engine.decoder.reset()
     first = engine.reply([], "What is the capital of France?", GREEDY, system="Be brief.")
     in_cache = list(engine.decoder.tokens)
-    history = [Msg("user", "What is the capital of France?"), Msg("assistant", first.text)]
-    prompt2 = engine.prompt_tokens([Msg("system", "Be brief."), *history, Msg("user", "And Spain?")])
+    history = [PromptMessage("user", "What is the capital of France?"),
+               PromptMessage("assistant", first.text)]
+    prompt2 = engine.prompt_tokens([PromptMessage("system", "Be brief."), *history,
+                                    PromptMessage("user", "And Spain?")])
     second = engine.reply(history, "And Spain?", GREEDY, system="Be brief.")
     s = second.stats
     assert s.cached_tokens == common_prefix(in_cache, prompt2)
@@ -35,14 +37,14 @@ def test_template_that_rerenders_history_reports_real_match(model_path):
         "{% for m in messages %}{% if loop.last %}<<{{ m.content }}>>{% else %}"
         "[{{ m.role }}: {{ m.content }}]{% endif %}{% endfor %} Answer:"
     )
-    eng = ChatEngine.open(model_path, LoadOptions(n_ctx=512, chat_template=template))
+    eng = LocalChatEngine.open(model_path, LoadOptions(n_ctx=512, chat_template=template))
     try:
         assert eng.notice is None and eng.format.name == "chat template"
         q1 = "Name a colour of the sky on a clear summer day."
         first = eng.reply([], q1, GREEDY)
         in_cache = list(eng.decoder.tokens)
-        history = [Msg("user", q1), Msg("assistant", first.text)]
-        prompt2 = eng.prompt_tokens([*history, Msg("user", "And at night?")])
+        history = [PromptMessage("user", q1), PromptMessage("assistant", first.text)]
+        prompt2 = eng.prompt_tokens([*history, PromptMessage("user", "And at night?")])
         second = eng.reply(history, "And at night?", GREEDY)
         expected = common_prefix(in_cache, prompt2)
         assert second.stats.cached_tokens == expected

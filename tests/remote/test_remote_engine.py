@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.chat.remote_session import RemoteChatEngine
+from app.chat.remote_engine import RemoteChatEngine
 from app.engine.events import FirstToken, TextDelta
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
 from app.remote.server import LLAMA_SERVER, OPENAI
@@ -44,7 +44,8 @@ def test_second_turn_reports_the_servers_cached_prefix(llama_server_v1):
     eng = RemoteChatEngine(Endpoint.parse(llama_server_v1))
     try:
         first = eng.reply([], "Tell me about the sea in one sentence.", GREEDY)
-        history = [Msg("user", "Tell me about the sea in one sentence."), Msg("assistant", first.text)]
+        history = [PromptMessage("user", "Tell me about the sea in one sentence."),
+                   PromptMessage("assistant", first.text)]
         second = eng.reply(history, "And the mountains?", GREEDY)
     finally:
         eng.close()
@@ -70,7 +71,7 @@ def test_a_server_without_timings_gets_client_figures_and_not_reported(py_server
 
 
 def test_stop_closes_the_stream_and_the_server_frees_the_slot(llama_server_v1, llama_server):
-    from app.engine.decoder import CancelToken
+    from app.engine.control import CancelToken
 
     eng = RemoteChatEngine(Endpoint.parse(llama_server_v1))
     cancel = CancelToken()

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.chat.remote_session import RemoteChatEngine
+from app.chat.remote_engine import RemoteChatEngine
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint

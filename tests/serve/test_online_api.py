@@ -123,7 +123,7 @@ def test_metrics_count_requests_tokens_and_ttft(serve, client):
 
 
 def test_llamadesks_remote_engine_gets_the_local_engines_fields(serve):
-    from app.chat.remote_session import RemoteChatEngine
+    from app.chat.remote_engine import RemoteChatEngine
     from app.engine.sampling import GenerationSettings
     from app.remote.endpoint import Endpoint
 

@@ -154,11 +154,11 @@ def test_closing_the_window_during_a_batch_exits_promptly(qtbot, make_window, tm
 def test_chat_routed_to_the_batch_keeps_the_context_budget(qtbot, make_window, tmp_path):
     """The online slot holds less than the chat's own context: old turns are left out
     (and marked), exactly as the chat's own engine leaves them out when its context is full."""
-    from app.chat.conversation import ChatMessage, Conversation
+    from app.chat.conversation import LiveConversation, LiveMessage
 
     win = make_window(small_config(n_ctx=4096, max_tokens=8))
     long = "The quick brown fox jumps over the lazy dog. " * 20  # ~200 tokens a turn
-    conv = Conversation(messages=[ChatMessage(role, f"{i}: {long}") for i in range(4)
+    conv = LiveConversation(messages=[LiveMessage(role, f"{i}: {long}") for i in range(4)
                                   for role in ("user", "assistant")])
     win.flow.new_chat(conv)
     panel = _panel(win, tmp_path, slots=1, max_tokens=400, full_length=True)

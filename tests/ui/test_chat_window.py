@@ -139,8 +139,8 @@ def test_out_of_context_messages_are_marked(qtbot, make_window):
 
 
 def test_turns_are_saved_to_the_history_store_with_their_stats(qtbot, make_window):
-    from app.chat.conversation import Conversation
-    from app.chat.store import Store
+    from app.chat.conversation import LiveConversation
+    from app.history.store import Store
 
     win = make_window(small_config(max_tokens=8))
     win.system_prompt.setText("Be brief.")
@@ -153,7 +153,7 @@ def test_turns_are_saved_to_the_history_store_with_their_stats(qtbot, make_windo
     win.close()
     with Store.open() as store:
         stored = store.get_conversation(conv_id)
-    again = Conversation.from_store(stored)
+    again = LiveConversation.from_store(stored)
     assert [(m.role, m.content, m.stats) for m in again.messages] == shown
     assert again.system_prompt == "Be brief." and again.title == "Name three colours."
     # The same record `llamadesk ask` writes: sampling settings and the model's identity.
@@ -167,8 +167,8 @@ def test_turns_are_saved_to_the_history_store_with_their_stats(qtbot, make_windo
 
 def test_engine_error_after_streamed_text_keeps_question_and_partial_reply(qtbot, make_window,
                                                                           monkeypatch):
-    from app.chat.records import INTERRUPTED
-    from app.chat.store import Store
+    from app.history.records import INTERRUPTED
+    from app.history.store import Store
     from tests.faults import failing_decode_after
 
     win = make_window(small_config(max_tokens=40))
@@ -192,7 +192,7 @@ def test_engine_error_after_streamed_text_keeps_question_and_partial_reply(qtbot
 
 
 def test_engine_error_before_any_text_gives_the_question_back(qtbot, make_window, monkeypatch):
-    from app.chat.store import Store
+    from app.history.store import Store
     from tests.faults import failing_decode_after
 
     win = make_window(small_config(max_tokens=40))
@@ -209,12 +209,12 @@ def test_engine_error_before_any_text_gives_the_question_back(qtbot, make_window
 
 def test_marking_earlier_messages_while_a_reply_streams_keeps_every_message(qtbot):
     """Out-of-context markers are drawn while the live reply is on screen; its place moves."""
-    from app.chat.conversation import ChatMessage
+    from app.chat.conversation import LiveMessage
     from app.ui.chat_view import ChatView
 
     view = ChatView()
     qtbot.addWidget(view)
-    msgs = [ChatMessage(role, f"{role} message {i}") for i in range(3) for role in ("user", "assistant")]
+    msgs = [LiveMessage(role, f"{role} message {i}") for i in range(3) for role in ("user", "assistant")]
     for m in msgs:
         view.add_message(m)
     view.begin_live("waiting")
@@ -222,7 +222,7 @@ def test_marking_earlier_messages_while_a_reply_streams_keeps_every_message(qtbo
     for i in range(4):
         msgs[i].out_of_context = True
         view.update_message(i, msgs[i])
-    view.end_live(ChatMessage("assistant", "the new reply, finished"))
+    view.end_live(LiveMessage("assistant", "the new reply, finished"))
     text = view.toPlainText()
     assert all(m.content in text for m in msgs)
     assert text.count("out of context") == 4 and text.count("the new reply") == 1
@@ -230,7 +230,7 @@ def test_marking_earlier_messages_while_a_reply_streams_keeps_every_message(qtbo
 
 
 def test_stop_before_the_first_token_gives_the_question_back_and_saves_nothing(qtbot, make_window):
-    from app.chat.store import Store
+    from app.history.store import Store
 
     win = make_window(small_config(max_tokens=40))
     win.composer.set_text("Tell me a story.")

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog
 
-from app.chat.store import Store
+from app.history.store import Store
 from tests.ui.conftest import ask, small_config
 
 

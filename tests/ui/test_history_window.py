@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
-from app.chat.store import Store, default_path
+from app.history.store import Store, default_path
 from tests.ui.conftest import ask, decode_to_max_tokens, small_config
 
 
@@ -166,7 +166,7 @@ def test_switching_mid_reply_stops_it_and_keeps_its_text_as_interrupted(qtbot, m
 
 CRASH = textwrap.dedent("""
     import os, signal
-    from app.chat.store import Store, default_path
+    from app.history.store import Store, default_path
     s = Store.open()
     c = s.create_conversation()
     s.add_message(c, "user", "Write a poem about rain.")

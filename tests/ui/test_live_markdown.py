@@ -14,7 +14,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication, QTextCursor, QTextTable
 
 from app.bench.gui import MARKDOWN_PROMPT, MARKDOWN_SHOT
-from app.chat.conversation import ChatMessage, Conversation
+from app.chat.conversation import LiveConversation, LiveMessage
 from app.ui.chat_view import ChatView
 from app.ui.markdown_render import markdown_parser
 from tests.ui.conftest import ask, decode_to_max_tokens, small_config
@@ -32,7 +32,7 @@ def view(qtbot):
     qtbot.addWidget(v)
     v.resize(640, 900)
     v.show()
-    v.add_message(ChatMessage("user", "a question"))
+    v.add_message(LiveMessage("user", "a question"))
     return v
 
 
@@ -137,7 +137,7 @@ def test_an_open_paragraph_does_not_move_when_it_is_rendered(view):
 
 
 def test_copy_on_a_live_rendered_code_block_puts_the_exact_code_on_the_clipboard(view, qtbot):
-    view.add_message(ChatMessage("assistant", "```\nearlier\n```"))
+    view.add_message(LiveMessage("assistant", "```\nearlier\n```"))
     code = 'if a < b:\n\tprint("<b>&amp;</b>")   \n\n# done\n'
     view.begin_live("waiting")
     stream(view, "First:\n\n```sh\nls\n```\n\nSecond:\n\n```python\n" + code + "```\nand then", step=5)
@@ -163,17 +163,17 @@ def test_the_finished_message_looks_as_the_live_one_did(view):
     rows = view.cursorRect(tail).top()
     assert view.live_renders > 10 and rows > 400
     live = view.viewport().grab().toImage()
-    view.end_live(ChatMessage("assistant", MIXED + "last para"))
+    view.end_live(LiveMessage("assistant", MIXED + "last para"))
     final = view.viewport().grab().toImage()
     assert live.copy(0, 0, live.width(), rows) == final.copy(0, 0, final.width(), rows)
 
 
 def test_copy_numbers_stay_whole_after_the_reply_is_rendered_again(view):
-    view.add_message(ChatMessage("assistant", "```\nearlier\n```"))
+    view.add_message(LiveMessage("assistant", "```\nearlier\n```"))
     view.begin_live("waiting")
     stream(view, "```\none\n```\n\n```\ntwo\n```\n\nmore")
     assert len(anchors(view)) == 3
-    view.end_live(ChatMessage("assistant", "```\none\n```\n\n```\ntwo\n```\n\nmore"))
+    view.end_live(LiveMessage("assistant", "```\none\n```\n\n```\ntwo\n```\n\nmore"))
     links = anchors(view)
     numbers = [int(h.split(":")[1]) for h, _ in links]
     assert len(set(numbers)) == 3 and sorted(view._codes) == sorted(numbers), "no stale live numbers"
@@ -182,7 +182,7 @@ def test_copy_numbers_stay_whole_after_the_reply_is_rendered_again(view):
 
 
 def test_marking_earlier_messages_mid_stream_keeps_the_rendered_live_blocks_in_place(view):
-    msgs = [ChatMessage(role, f"{role} message {i}") for i in range(2) for role in ("user", "assistant")]
+    msgs = [LiveMessage(role, f"{role} message {i}") for i in range(2) for role in ("user", "assistant")]
     for m in msgs:
         view.add_message(m)
     view.begin_live("waiting")
@@ -195,13 +195,13 @@ def test_marking_earlier_messages_mid_stream_keeps_the_rendered_live_blocks_in_p
     assert text.count("out of context") == 3
     assert text.count("para one") == 1 and text.count("kode_x") == 1 and text.count("more text") == 1
     assert text.rstrip().endswith("- item")
-    view.end_live(ChatMessage("assistant", "para one\n\n```\nkode_x\n```\nmore text\n\n- item\n"))
+    view.end_live(LiveMessage("assistant", "para one\n\n```\nkode_x\n```\nmore text\n\n- item\n"))
     text = view.toPlainText()
     assert text.count("para one") == 1 and text.count("more text") == 1 and text.count("out of context") == 3
 
 
 def test_discarding_the_live_reply_removes_its_rendered_blocks_and_copy_numbers(view):
-    view.add_message(ChatMessage("assistant", "```\nkept\n```"))
+    view.add_message(LiveMessage("assistant", "```\nkept\n```"))
     before, codes = view.toPlainText(), dict(view._codes)
     view.begin_live("waiting")
     stream(view, "| a | b |\n|---|---|\n| 1 | 2 |\n\n```\ngone\n```\n\n```py\nopen")
@@ -230,10 +230,10 @@ def test_any_reply_in_any_deltas_shows_its_boxes_and_ends_as_a_fresh_render(view
     kinds = [t.type for t in MD.parse(blocks.committed)]
     boxes = kinds.count("fence") + kinds.count("code_block") + kinds.count("table_open")
     assert len(tables(view)) == boxes + (blocks.open_fence is not None)
-    view.end_live(ChatMessage("assistant", text))
+    view.end_live(LiveMessage("assistant", text))
     fresh = ChatView()
     fresh.resize(view.size())
-    fresh.add_message(ChatMessage("assistant", text))
+    fresh.add_message(LiveMessage("assistant", text))
     numbers = re.compile(r"copy:\d+")  # never reused, so a live reply's used some up
     assert numbers.sub("copy:", fresh.toHtml()) == numbers.sub("copy:", view.toHtml()), \
         "nothing of the live reply is left"
@@ -245,7 +245,7 @@ def test_a_real_markdown_reply_renders_its_finished_blocks_as_it_streams(qtbot, 
     win = make_window(small_config(streaming=True, max_tokens=200))
     win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
     q, a = MARKDOWN_SHOT
-    win.flow.new_chat(Conversation(messages=[ChatMessage("user", q), ChatMessage("assistant", a)]))
+    win.flow.new_chat(LiveConversation(messages=[LiveMessage("user", q), LiveMessage("assistant", a)]))
     view, seen, dangling, seen_before_end = win.view, [], [], {}
     orig_append, orig_end = view.live_append, view.end_live
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.chat.conversation import Conversation
+from app.chat.conversation import LiveConversation
 from app.chat.live_gauges import LiveGauges
 from app.engine.events import FirstToken, PrefillStarted, Progress, TextDelta
 from app.ui.markdown_render import MarkdownRenderer
@@ -10,7 +10,7 @@ from tests.ui.conftest import reply_stats
 
 
 def test_take_last_exchange_and_dropped_flags():
-    c = Conversation()
+    c = LiveConversation()
     c.add("user", "one")
     c.add("assistant", "1", reply_stats())
     c.add("user", "two")
@@ -26,8 +26,8 @@ def test_take_last_exchange_and_dropped_flags():
 
 
 def test_reopened_conversation_shows_what_the_store_kept():
-    from app.chat.records import INTERRUPTED
-    from app.chat.store import Store
+    from app.history.records import INTERRUPTED
+    from app.history.store import Store
 
     with Store.open() as store:
         cid = store.create_conversation(system_prompt="Be brief.")
@@ -38,7 +38,7 @@ def test_reopened_conversation_shows_what_the_store_kept():
         store.finish_reply(cut, "par", None, state=INTERRUPTED)
         store.add_message(cid, "user", "three")
         store.finish_reply(store.begin_reply(cid), "", None, state=INTERRUPTED)  # nothing to show
-        back = Conversation.from_store(store.get_conversation(cid))
+        back = LiveConversation.from_store(store.get_conversation(cid))
     assert [(m.content, m.state) for m in back.messages] == \
            [("one", "complete"), ("1", "complete"), ("two", "complete"), ("par", INTERRUPTED),
             ("three", "complete")]

@@ -19,13 +19,13 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.batch.types import BatchResult
+from app.batch.types import SlotResult
 
 COLUMNS = ("custom_id", "status", "tokens", "TTFT", "tok/s", "reply")
 PREVIEW_CHARS = 80
 
 
-def status_of(res: BatchResult) -> str:
+def status_of(res: SlotResult) -> str:
     st = res.stats
     if st.error:
         return "error"
@@ -74,12 +74,12 @@ def _num(v: float | None, fmt: str) -> str:
 
 
 class ResultsTable(QTableWidget):
-    result_opened = Signal(object)  # BatchResult
+    result_opened = Signal(object)  # SlotResult
 
     def __init__(self, parent=None):
         super().__init__(0, len(COLUMNS), parent)
         self.setHorizontalHeaderLabels(COLUMNS)
-        self.results: list[BatchResult] = []
+        self.results: list[SlotResult] = []
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         self.horizontalHeaderItem(3).setToolTip("time to first token, from when the request was queued")
@@ -96,7 +96,7 @@ class ResultsTable(QTableWidget):
         self.results = []
         self.setRowCount(0)
 
-    def add_results(self, batch: list[BatchResult]) -> None:
+    def add_results(self, batch: list[SlotResult]) -> None:
         if not batch:
             return
         self.setUpdatesEnabled(False)
@@ -124,7 +124,7 @@ class ResultsTable(QTableWidget):
 class ResultDialog(QDialog):
     """The whole reply and its measured record, for reading one result closely."""
 
-    def __init__(self, res: BatchResult, parent=None):
+    def __init__(self, res: SlotResult, parent=None):
         super().__init__(parent)
         self.setWindowTitle(f"Result {res.custom_id}")
         st = res.stats

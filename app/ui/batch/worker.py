@@ -25,12 +25,11 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
+from app.batch.backend import SlotBackend
 from app.batch.engine import DEFAULT_SLOT_CTX, BatchEngine
-from app.batch.types import BatchRequest, RequestDone
+from app.batch.types import RequestDone
 from app.batchfile.job import BatchJob
-from app.chat.budget import Fit, fit_history
-from app.chat.session import Reply
-from app.engine.events import Finished
+from app.chat.routed import RoutedTurn
 from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
@@ -46,7 +45,7 @@ class BatchTarget:
 
     model: LoadedModel | None
     name: str
-    make_engine: Callable[[int], object] | None = None  # n_slots -> engine
+    make_engine: Callable[[int], SlotBackend] | None = None  # n_slots -> engine
 
 
 @dataclass
@@ -57,12 +56,6 @@ class BatchSpec:
     defaults: GenerationSettings
     target: BatchTarget
     slot_ctx: int = DEFAULT_SLOT_CTX
-
-
-@dataclass
-class _Routed:
-    job: object  # the chat's engine_thread.Job
-    fit: Fit | None = None  # set on this thread when the prompt is built
 
 
 class BatchWorker(QObject):
@@ -77,10 +70,10 @@ class BatchWorker(QObject):
     def __init__(self) -> None:
         super().__init__()
         self.lock = threading.Lock()  # guards every field below
-        self.engine: BatchEngine | None = None
+        self.engine: SlotBackend | None = None
         self.cancelled = False
         self.accepting = False  # chat turns may be routed here
-        self.online: dict[str, _Routed] = {}
+        self.online: dict[str, RoutedTurn] = {}
         # The engine's counts include chat turns; the panel subtracts these to show the batch alone.
         self.online_submitted = 0
         self.online_finished = 0
@@ -158,62 +151,43 @@ class BatchWorker(QObject):
     def route(self, job) -> bool:
         """Serve a chat turn (an engine_thread.Job) in the online slot; False: not running."""
         cid = f"chat-{next(_online_ids)}"
-        routed = _Routed(job)
-
-        def build_prompt(slot_ctx: int, to_tokens: Callable) -> list[int]:
-            routed.fit = fit_history(job.system, job.history, job.user_text, job.settings.max_tokens,
-                                     slot_ctx, to_tokens)
-            return routed.fit.tokens
-
-        req = BatchRequest(cid, settings=job.settings, build_prompt=build_prompt,
-                           on_event=lambda ev: self._online_event(cid, ev))
+        turn = RoutedTurn(job.history, job.user_text, job.settings, job.system, job.cancel,
+                          lambda ev: self.chat_event.emit(job.id, ev),
+                          lambda reply: self._online_end(cid, lambda: self.chat_replied.emit(job, reply)),
+                          lambda msg, overflow: self._online_end(
+                              cid, lambda: self.chat_failed.emit(job, msg, overflow)))
+        req = turn.request(cid)
         with self.lock:
-            if not self.accepting or self.engine is None:
+            if not self.accepting or not isinstance(self.engine, BatchEngine):
                 return False
-            self.online[cid] = routed
+            self.online[cid] = turn
             self.online_submitted += 1
             engine = self.engine
+        turn.request_id, turn.stop = cid, engine.cancel_request  # the chat's Stop button
         # Registered first: from here the turn is answered, or failed by _fail_online.
         engine.submit_online(req)
         return True
 
     # -- the batch thread ------------------------------------------------------
-    def _online_event(self, cid: str, ev) -> None:
+    def _online_end(self, cid: str, tell) -> None:
         with self.lock:
-            routed = self.online.get(cid)
-            if routed is not None and isinstance(ev, Finished):
-                del self.online[cid]
+            if self.online.pop(cid, None) is not None:
                 self.online_finished += 1
-            engine = self.engine
-        if routed is None:
-            return
-        if routed.job.cancel.is_set() and engine is not None:
-            engine.cancel_request(cid)  # the chat's Stop button
-        if isinstance(ev, Finished):
-            fit = routed.fit
-            if fit is not None:
-                ev.stats.dropped_messages, ev.stats.dropped_tokens = len(fit.dropped), fit.dropped_tokens
-            self.chat_replied.emit(routed.job, Reply(ev.text, ev.stats, fit.dropped if fit else []))
-        else:
-            self.chat_event.emit(routed.job.id, ev)
+        tell()
 
     def _online_done(self, ev: RequestDone) -> None:
         """Online requests that never got a slot (too long, cancelled) end here."""
         with self.lock:
-            routed = self.online.pop(ev.result.custom_id, None)
-            if routed is not None:
-                self.online_finished += 1
-        if routed is not None:
-            st = ev.result.stats
-            self.chat_failed.emit(routed.job, st.error or "cancelled",
-                                  st.error_kind == "context_overflow")
+            turn = self.online.get(ev.result.custom_id)
+        if turn is not None:
+            turn.done(ev)
 
     def _fail_online(self, message: str) -> None:
         with self.lock:
             left, self.online = list(self.online.values()), {}
             self.accepting = False
-        for routed in left:
-            self.chat_failed.emit(routed.job, message, False)
+        for turn in left:
+            turn.abandon(message)
 
 
 class BatchRunner(QObject):

@@ -34,15 +34,18 @@ from PySide6.QtWidgets import (
 from app.compare import saved
 from app.compare.report import COLUMNS, EXPORTERS, to_json
 from app.compare.targets import MAX_TARGETS, Target, apply_set, check_targets
-from app.engine.decoder import CancelToken
+from app.engine.control import CancelToken
 from app.engine.sampling import GenerationSettings
+from app.errors import LlamaDeskError
 from app.ui.compare.chart import CompareChart
 from app.ui.message_bar import MessageBar
 
 
-def compare_choices(model_bar) -> list:
+def compare_choices(model_bar, endpoint_for) -> list:
     """(label, Target factory) for everything the model picker lists: the default model, the
-    files found, the saved servers."""
+    files found, the saved servers. `endpoint_for(saved)` is the saved server's Endpoint with
+    the key this session knows for it (typed in Connect, or from its environment variable); a
+    keyring's key is added when the comparison opens it, off the GUI thread."""
     from app.config import SavedEndpoint
 
     out = []
@@ -50,7 +53,7 @@ def compare_choices(model_bar) -> list:
         if item is None:
             out.append((label, lambda: Target("model", "")))  # "": the bundled default, assembled if need be
         elif isinstance(item, SavedEndpoint):
-            out.append((label, lambda e=item: Target("endpoint", e.base_url, remote_model=e.model)))
+            out.append((label, lambda e=item: Target.for_endpoint(endpoint_for(e), e.model, e.prompt_format)))
         else:
             out.append((label, lambda p=item: Target("model", p)))
     return out
@@ -194,7 +197,12 @@ class CompareWindow(QWidget):
     def add_selected(self) -> None:
         i = self.picker.currentIndex()
         if 0 <= i < len(self._makers):
-            self.add_target(self._makers[i]())
+            try:
+                target = self._makers[i]()
+            except LlamaDeskError as e:  # a saved server whose key variable is not set
+                self.bar.show_message(str(e), "error")
+                return
+            self.add_target(target)
 
     def remove_selected(self) -> None:
         i = self.target_list.currentRow()
@@ -208,7 +216,7 @@ class CompareWindow(QWidget):
         if not 0 <= i < len(self.targets):
             return
         t = self.targets[i]
-        trial = Target(t.kind, t.where, remote_model=t.remote_model)
+        trial = t.without_settings()
         try:
             for item in (s.strip() for s in self.set_edit.text().split(",")):
                 if item:

@@ -15,12 +15,8 @@ import time
 
 from PySide6.QtCore import QObject, Signal
 
-from app.batch.types import BatchRequest, RequestDone
-from app.chat.budget import fit_history
-from app.chat.session import Reply
-from app.engine.events import Finished
+from app.chat.routed import RoutedTurn
 from app.engine.loader import LoadedModel
-from app.engine.stats import ReplyStats
 
 log = logging.getLogger("llamadesk.ui.server")
 DEFAULT_PORT = 8765
@@ -111,41 +107,16 @@ class ServerRunner(QObject):
         host = self.host
         if host is None:
             return False
-        box: dict = {}
-
-        def build_prompt(slot_ctx: int, to_tokens) -> list[int]:
-            box["fit"] = fit_history(job.system, job.history, job.user_text, job.settings.max_tokens,
-                                     slot_ctx, to_tokens)
-            return box["fit"].tokens
-
-        def sink(ev) -> None:  # the server's engine thread
-            if job.cancel.is_set() and "rid" in box:
-                host.cancel(box["rid"])  # the chat's Stop button
-            if isinstance(ev, Finished):
-                box["replied"] = True
-                fit = box.get("fit")
-                if fit is not None:
-                    ev.stats.dropped_messages, ev.stats.dropped_tokens = len(fit.dropped), fit.dropped_tokens
-                self.chat_replied.emit(job, Reply(ev.text, ev.stats, fit.dropped if fit else []))
-            elif isinstance(ev, RequestDone):
-                st = ev.result.stats
-                if box.get("replied"):
-                    pass
-                elif st.error is None:  # stopped before it had a slot: a stop, not a failure
-                    self.chat_replied.emit(job, Reply("", ReplyStats(
-                        ttft_s=None, prefill_tokens=0, cached_tokens=0, prefill_s=0.0, prefill_tok_s=None,
-                        decode_tokens=0, decode_s=0.0, decode_tok_s=None, total_s=st.total_s or 0.0,
-                        kv_used=None, n_ctx=None, stop_reason="cancelled")))
-                else:
-                    self.chat_failed.emit(job, st.error, st.error_kind == "context_overflow")
-            else:
-                self.chat_event.emit(job.id, ev)
-
         from app.serve.engine_host import Busy
 
+        turn = RoutedTurn(job.history, job.user_text, job.settings, job.system, job.cancel,
+                          lambda ev: self.chat_event.emit(job.id, ev),
+                          lambda reply: self.chat_replied.emit(job, reply),
+                          lambda msg, overflow: self.chat_failed.emit(job, msg, overflow))
+        turn.stop = host.cancel  # the chat's Stop button
         try:
-            req = BatchRequest("", settings=job.settings, build_prompt=build_prompt)
-            box["rid"] = host.submit_online(req, sink)
+            # The host hands every event, RequestDone included, to the sink on its engine thread.
+            turn.request_id = host.submit_online(turn.request(), turn.event)
         except Busy:
             return False  # the chat's own engine answers instead
         return True

@@ -1,7 +1,7 @@
-"""A chat answered by a remote OpenAI-compatible server, behind ChatEngine's interface.
+"""A chat answered by a remote OpenAI-compatible server: the remote ReplyEngine (app.chat.engines).
 
 The window, `ask` and the recorder call `reply()` and `identity()` on it as
-on a local ChatEngine. The server applies its own chat template, so the
+on the local engine. The server applies its own chat template, so the
 history goes as messages, not as a rendered prompt; the server keeps its
 own prompt cache (llama-server and vLLM reuse a shared prefix by
 themselves), and reports what it reused in `cached_tokens`.
@@ -11,17 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.chat.session import Reply
-from app.engine.decoder import CancelToken, EventSink
-from app.engine.prompt import Msg, TranscriptFormat
+from app.chat.engines import PROMPT_FORMATS, Reply
+from app.engine.control import CancelToken, EventSink
+from app.engine.prompt import PromptMessage, TranscriptFormat
 from app.engine.sampling import GenerationSettings
 from app.remote import http as remote_http
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError
 from app.remote.server import ServerInfo, probe
 from app.remote.stream import request_for, stream_reply
-
-FORMATS = ("chat", "transcript")
 
 
 @dataclass
@@ -53,7 +51,7 @@ class RemoteChatEngine:
         which a server's chat endpoint would wrap in a template it never saw.
         Raises RemoteError when the server cannot be reached or is not an
         OpenAI server, EndpointConfigError when the model is not there."""
-        if prompt_format not in FORMATS:
+        if prompt_format not in PROMPT_FORMATS:
             raise EndpointConfigError(f"the prompt format must be chat or transcript, not {prompt_format!r}")
         self.endpoint = endpoint
         self.prompt_format = prompt_format
@@ -75,6 +73,12 @@ class RemoteChatEngine:
     def n_ctx(self) -> int | None:
         return self.info.n_ctx or self.remote_model.n_ctx
 
+    weights = None  # the server holds the weights: nothing here to share
+    limits = None  # this machine's memory says nothing of the server's
+
+    def reset(self) -> None:
+        """A server keeps its own cache; its `cached_tokens` tell what it reused."""
+
     def identity(self) -> dict:
         """What a saved conversation records as the model: the server's name for it, and
         where it ran; never the API key."""
@@ -83,17 +87,17 @@ class RemoteChatEngine:
                 "parameters": None, "size": None,
                 "remote": {"server": self.info.kind, "base_url": self.endpoint.base_url}}
 
-    def messages(self, history: list[Msg], user_text: str, system: str | None) -> list[dict]:
+    def messages(self, history: list[PromptMessage], user_text: str, system: str | None) -> list[dict]:
         head = [{"role": "system", "content": system}] if system and system.strip() else []
         return [*head, *({"role": m.role, "content": m.content} for m in history),
                 {"role": "user", "content": user_text}]
 
-    def reply(self, history: list[Msg], user_text: str, settings: GenerationSettings | None = None,
+    def reply(self, history: list[PromptMessage], user_text: str, settings: GenerationSettings | None = None,
               system: str | None = None, on_event: EventSink | None = None,
               cancel: CancelToken | None = None) -> Reply:
         settings = settings or GenerationSettings()
         settings.validate()
-        msgs = [Msg(d["role"], d["content"]) for d in self.messages(history, user_text, system)]
+        msgs = [PromptMessage(d["role"], d["content"]) for d in self.messages(history, user_text, system)]
         path, body = request_for(self.info.kind, self.remote_model.id, msgs, settings, self.format)
         text, stats = stream_reply(self.http, self.endpoint, self.info, path, body, on_event, cancel,
                                    self.on_notice)

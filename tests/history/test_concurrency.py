@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from app.chat.records import COMPLETE
-from app.chat.store import Store, default_path
+from app.history.records import COMPLETE
+from app.history.store import Store, default_path
 
 WRITER = """
 import sys, time
-from app.chat.store import Store
+from app.history.store import Store
 name, shared, n, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 with Store.open() as s:
     own = s.create_conversation(title=name)
@@ -64,7 +64,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
 
 TURNS = """
 import os, sys, time
-from app.chat.store import Store
+from app.history.store import Store
 name, n, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 with Store.open() as s:
     while not os.path.exists(go):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from app.chat.export.common import ROLE_NAMES, header_facts, marks, title, when
-from app.chat.records import Conversation
+from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.history.records import StoredConversation
 
 
-def render(conv: Conversation) -> str:
+def render(conv: StoredConversation) -> str:
     t = title(conv)
     out = [t, "=" * max(3, len(t)), " · ".join(header_facts(conv)), ""]
     if conv.system_prompt:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from app.chat import migrations
-from app.chat.records import SearchHit
-from app.chat.store_base import StoreBase
+from app.history import migrations
+from app.history.connection import StoreBase
+from app.history.records import SearchHit
 
 
 class MessageSearch(StoreBase):

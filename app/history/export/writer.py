@@ -21,11 +21,11 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import stat
 from pathlib import Path
 
-from app.chat.errors import ExportError
+from app import atomic_file
+from app.history.errors import ExportError
 
 # Paths that name one of our own descriptors: writing to the descriptor keeps
 # its offset and append mode, where reopening would write over the start.
@@ -96,6 +96,7 @@ def _stat(real: Path | int) -> os.stat_result | None:
 
 
 def _write_all(fd: int, data: bytes, sent: list[int]) -> None:
+    """Into a FIFO or device, counting what went out: a failure says whether any did."""
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -112,36 +113,13 @@ def _write_through(real: Path, data: bytes, sent: list[int]) -> None:
 
 
 def _replace(real: Path, data: bytes, old: os.stat_result | None) -> None:
-    fd, tmp = _create_temp(real)
-    try:
+    with atomic_file.replacing_fd(real) as fd:
         if old is not None:
             os.fchmod(fd, stat.S_IMODE(old.st_mode))
             if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
                 with contextlib.suppress(OSError):  # only root may give a file away
                     os.fchown(fd, old.st_uid, old.st_gid)
-        _write_all(fd, data, [0])
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, real)
-        tmp = None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _create_temp(real: Path) -> tuple[int, Path]:
-    """A fresh file beside `real`, created 0o666 so the umask and default ACLs apply."""
-    for _ in range(100):
-        tmp = real.with_name(f".{real.name[:80]}.{secrets.token_hex(4)}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOCTTY, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, "no free temporary name beside it")
+        atomic_file.write_all(fd, data)
 
 
 _REASONS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from app.chat import export, transcript
-from app.chat.errors import ExportError
-from app.chat.records import INTERRUPTED
-from app.chat.store import Store
 from app.engine.stats import ReplyStats
+from app.history import export, transcript
+from app.history.errors import ExportError
+from app.history.records import INTERRUPTED
+from app.history.store import Store
 
 XSS = [
     "<script>alert('pwned')</script>",
@@ -226,9 +226,9 @@ def test_unwritable_paths_give_one_line_and_leave_nothing(conv, out):
 
 FULL_DISK = """
 import resource, signal, sys
-from app.chat import export
-from app.chat.errors import ExportError
-from app.chat.store import Store
+from app.history import export
+from app.history.errors import ExportError
+from app.history.store import Store
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 with Store.open() as s:
     cid = s.create_conversation()

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from app.chat.errors import ConversationNotFound, StoreError
+from app.history.errors import ConversationNotFound, StoreError
 
 MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY range: rows are numbered from 1
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import time
 
-from app.chat.errors import ConversationNotFound
-from app.chat.records import Conversation, ConversationSummary, StoredMessage
-from app.chat.store_base import MAX_ID, StoreBase
 from app.engine.stats import ReplyStats
+from app.history.connection import MAX_ID, StoreBase
+from app.history.errors import ConversationNotFound
+from app.history.records import ConversationSummary, StoredConversation, StoredMessage
 
 
 class ConversationRows(StoreBase):
@@ -36,7 +36,7 @@ class ConversationRows(StoreBase):
         with self._read() as c:
             return [ConversationSummary(*row) for row in c.execute(sql, args)]
 
-    def get_conversation(self, conv_id: int) -> Conversation:
+    def get_conversation(self, conv_id: int) -> StoredConversation:
         """The conversation with every message, its stats and context markers."""
         self._check_id(conv_id)
         with self._read() as c:
@@ -48,7 +48,7 @@ class ConversationRows(StoreBase):
             rows = c.execute(
                 "SELECT id, conversation_id, role, content, created_at, updated_at, state, stats, "
                 "out_of_context FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,)).fetchall()
-        conv = Conversation(*row[:6], settings=json.loads(row[6] or "{}"))
+        conv = StoredConversation(*row[:6], settings=json.loads(row[6] or "{}"))
         from_json = ReplyStats.from_json
         conv.messages = [
             StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], r[6],

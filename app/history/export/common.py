@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from app.chat import store_time
-from app.chat.records import INTERRUPTED, Conversation, StoredMessage
+from app.history import timestamps
+from app.history.records import INTERRUPTED, StoredConversation, StoredMessage
 
 ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
 
 
 def when(ts: float) -> str:
     """Local time with its UTC offset: readable, and unambiguous once shared."""
-    return store_time.shown(ts, "%Y-%m-%d %H:%M:%S %z")  # "?" for a time no clock produced
+    return timestamps.shown(ts, "%Y-%m-%d %H:%M:%S %z")  # "?" for a time no clock produced
 
 
 def marks(m: StoredMessage) -> list[str]:
@@ -24,7 +24,7 @@ def marks(m: StoredMessage) -> list[str]:
     return out
 
 
-def header_facts(conv: Conversation) -> list[str]:
+def header_facts(conv: StoredConversation) -> list[str]:
     facts = [f"Conversation {conv.id}", f"created {when(conv.created_at)}",
              f"updated {when(conv.updated_at)}", f"{len(conv.messages)} messages"]
     if conv.model:
@@ -32,5 +32,5 @@ def header_facts(conv: Conversation) -> list[str]:
     return facts
 
 
-def title(conv: Conversation) -> str:
+def title(conv: StoredConversation) -> str:
     return conv.title or "Untitled conversation"

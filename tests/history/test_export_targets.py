@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from app.chat import export
-from app.chat.errors import ExportError
-from app.chat.store import Store
+from app.history import export
+from app.history.errors import ExportError
+from app.history.store import Store
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def test_dev_null_stays_the_null_device(conv):
 
 def test_dev_stdout_writes_to_the_callers_stdout(conv, out):
     """Through a pipe, and appended to a file the shell opened, like `>> file`."""
-    code = ("import sys; from app.chat import export; from app.chat.store import Store\n"
+    code = ("import sys; from app.history import export; from app.history.store import Store\n"
             "conv = Store.open().get_conversation(int(sys.argv[1]))\n"
             "export.export(conv, '/dev/stdout', 'txt')\n")
     piped = subprocess.run([sys.executable, "-c", code, str(conv.id)], capture_output=True, timeout=60)

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app import __version__
-from app.chat import store_time
-from app.chat.errors import TranscriptError
-from app.chat.records import ROLES, STATES, Conversation, StoredMessage
 from app.engine.stats import ReplyStats
+from app.history import timestamps
+from app.history.errors import TranscriptError
+from app.history.records import ROLES, STATES, StoredConversation, StoredMessage
 
 FORMAT = "llamadesk.transcript"
 VERSION = 1
@@ -33,7 +33,7 @@ def _finite(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
-def to_document(conv: Conversation) -> dict:
+def to_document(conv: StoredConversation) -> dict:
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -64,7 +64,7 @@ def to_document(conv: Conversation) -> dict:
     }
 
 
-def dumps(conv: Conversation) -> str:
+def dumps(conv: StoredConversation) -> str:
     return json.dumps(to_document(conv), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
@@ -111,7 +111,7 @@ def _time(obj: dict, key: str, where: str, optional: bool = False) -> float | No
     v = _get(obj, key, _NUM, where, optional)
     if v is None:
         return None
-    ts = store_time.seconds(v)
+    ts = timestamps.seconds(v)
     if ts is None:
         shown = f"{v:.6g}" if isinstance(v, float) else (str(v) if abs(v) < 10**20 else "a huge number")
         raise _Bad(f"{where}.{key} {shown} is not a time: expected seconds since 1970 (up to year 9999) "
@@ -143,7 +143,7 @@ def _walk(doc, root: str) -> None:
             stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
 
 
-def from_document(doc) -> Conversation:
+def from_document(doc) -> StoredConversation:
     """Validate a parsed document and build the conversation it describes (id 0)."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise _Bad(f'not a LlamaDesk transcript (no "format": "{FORMAT}")')
@@ -157,7 +157,7 @@ def from_document(doc) -> Conversation:
     c = _get(doc, "conversation", (dict,), "document")
     _walk(c, "conversation")
     w = "conversation"
-    conv = Conversation(
+    conv = StoredConversation(
         id=0,
         title=_get(c, "title", (str,), w),
         created_at=_time(c, "created_at", w),
@@ -190,7 +190,7 @@ def _message(m, mw: str) -> StoredMessage:
     )
 
 
-def load(path: str | Path) -> Conversation:
+def load(path: str | Path) -> StoredConversation:
     """Read and validate a transcript file; raises TranscriptError naming the file."""
     path = Path(path)
     try:

@@ -14,12 +14,12 @@ import os
 import time
 from collections.abc import Iterable
 
-from app.chat.errors import StoreError
-from app.chat.records import COMPLETE, GENERATING, INTERRUPTED, ROLES, STATES, Conversation
-from app.chat.store_base import MAX_ID, StoreBase
-from app.chat.store_conversations import insert_conversation
-from app.chat.store_files import pid_alive
 from app.engine.stats import ReplyStats
+from app.history.connection import MAX_ID, StoreBase
+from app.history.conversations import insert_conversation
+from app.history.db_file import pid_alive
+from app.history.errors import StoreError
+from app.history.records import COMPLETE, GENERATING, INTERRUPTED, ROLES, STATES, StoredConversation
 
 log = logging.getLogger("llamadesk.store")
 
@@ -155,7 +155,7 @@ class MessageRows(StoreBase):
         log.info("recovered %d cut-off replies (empty ones removed)", len(dead))
         return len(dead)
 
-    def import_conversation(self, conv: Conversation) -> int:
+    def import_conversation(self, conv: StoredConversation) -> int:
         """Write a whole conversation in one transaction (all or nothing); returns its new id.
 
         A message still "generating" in the source has no writer here, so it

@@ -10,12 +10,12 @@ import time
 import pytest
 
 from app import paths
-from app.chat import migrations
-from app.chat.errors import ConversationNotFound, StoreError, StoreUnavailableError, StoreVersionError
-from app.chat.records import COMPLETE, GENERATING, INTERRUPTED
-from app.chat.store import DB_NAME, Store, default_path, make_title
 from app.engine.stats import ReplyStats
 from app.errors import LlamaDeskError
+from app.history import migrations
+from app.history.errors import ConversationNotFound, StoreError, StoreUnavailableError, StoreVersionError
+from app.history.records import COMPLETE, GENERATING, INTERRUPTED
+from app.history.store import DB_NAME, Store, default_path, make_title
 
 
 def stats(**kw) -> ReplyStats:
@@ -279,7 +279,7 @@ def test_reply_saved_while_generating_then_finished(store):
 
 
 def test_reply_of_a_dead_process_becomes_interrupted_on_open():
-    code = ("from app.chat.store import Store\n"
+    code = ("from app.history.store import Store\n"
             "s = Store.open(); c = s.create_conversation(); s.add_message(c, 'user', 'q')\n"
             "r = s.begin_reply(c); s.update_reply(r, 'half an ans')\n"
             "import os; os._exit(0)\n")  # gone without finishing
@@ -300,7 +300,7 @@ def test_live_writers_reply_is_left_alone(store):
 
 
 def test_a_dead_writers_reply_with_no_text_is_removed_and_its_question_kept():
-    code = ("from app.chat.store import Store\n"
+    code = ("from app.history.store import Store\n"
             "s = Store.open(); c = s.create_conversation(); s.add_message(c, 'user', 'q')\n"
             "s.begin_reply(c)\n"
             "import os; os._exit(0)\n")  # killed during the prefill: no text was ever shown

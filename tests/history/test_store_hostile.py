@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from app.chat import migrations
-from app.chat.errors import ConversationNotFound, StoreError, StoreVersionError
-from app.chat.store import DB_NAME, Store, default_path
-from app.chat.store_base import MAX_ID
+from app.history import migrations
+from app.history.connection import MAX_ID
+from app.history.errors import ConversationNotFound, StoreError, StoreVersionError
+from app.history.store import DB_NAME, Store, default_path
 from tests.store_rows import row_counts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,8 +199,8 @@ def test_history_folder_that_cannot_be_created(tmp_path, monkeypatch):
 # --- read-only: reading works, saving says why -----------------------------------
 
 READ_ONLY_STORE = """
-from app.chat.errors import StoreError
-from app.chat.store import Store
+from app.history.errors import StoreError
+from app.history.store import Store
 with Store.open(writable=False) as s:
     assert s.read_only and "read-only" in s.notice, s.notice
     try:
@@ -298,8 +298,8 @@ def test_old_schema_in_a_read_only_folder_says_it_needs_upgrading(reachable):
 
 FULL_FILE = """
 import resource, signal, sys
-from app.chat.errors import StoreError
-from app.chat.store import Store
+from app.history.errors import StoreError
+from app.history.store import Store
 with Store.open() as s:
     cid = int(sys.argv[1])
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.stats import ReplyStats
 
 # A reply still streaming; after a crash the next open turns it into INTERRUPTED.
@@ -43,7 +43,7 @@ class ConversationSummary:
 
 
 @dataclass
-class Conversation:
+class StoredConversation:
     id: int
     title: str
     created_at: float
@@ -53,7 +53,7 @@ class Conversation:
     settings: dict = field(default_factory=dict)
     messages: list[StoredMessage] = field(default_factory=list)
 
-    def history(self) -> tuple[list[Msg], list[int]]:
+    def history(self) -> tuple[list[PromptMessage], list[int]]:
         """The turns to send to the engine, and the message id of each.
 
         A reply still generating (another process's) is left out, and so is
@@ -67,7 +67,7 @@ class Conversation:
             if m.role == "assistant" and (m.state == GENERATING or not m.content):
                 continue
             if m.role in ("user", "assistant"):
-                msgs.append(Msg(m.role, m.content))
+                msgs.append(PromptMessage(m.role, m.content))
                 ids.append(m.id)
         return msgs, ids
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from app.chat.export.common import ROLE_NAMES, header_facts, marks, title, when
-from app.chat.records import Conversation
+from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.history.records import StoredConversation
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 
@@ -21,7 +21,7 @@ def _close_fences(text: str) -> str:
     return text
 
 
-def render(conv: Conversation) -> str:
+def render(conv: StoredConversation) -> str:
     out = [f"# {' '.join(title(conv).split())}", "", " · ".join(header_facts(conv)), ""]
     if conv.system_prompt:
         out += ["**System prompt:**", ""]

@@ -2,7 +2,7 @@
 
 Kept apart from the row reads and writes because it runs once per process and
 decides whether the file is usable at all; what an unusable one means is
-store_files' job.
+db_file's job.
 
 A file that cannot be written (a read-only folder, file or file system) can
 still be read: `connect_read_only` opens it with SQLite's `mode=ro`, or
@@ -16,9 +16,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from app.chat import migrations
-from app.chat.errors import StoreUnavailableError, StoreVersionError
-from app.chat.store_files import BadFile, NotWritable, classify, move_aside
+from app.history import migrations
+from app.history.db_file import BadFile, NotWritable, classify, move_aside
+from app.history.errors import StoreUnavailableError, StoreVersionError
 
 BUSY_TIMEOUT_MS = 15_000  # a writer waits this long for another process's write
 

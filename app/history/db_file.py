@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.chat.errors import StoreUnavailableError
+from app.history.errors import StoreUnavailableError
 
 log = logging.getLogger("llamadesk.store")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.chat import atomic, transcript
-from app.chat.export import html, markdown, text
-from app.chat.records import Conversation
+from app.history import transcript
+from app.history.export import html, markdown, text, writer
+from app.history.records import StoredConversation
 
 FORMATS = ("md", "json", "html", "txt")
 _BY_SUFFIX = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html",
@@ -24,13 +24,13 @@ def format_for(path: str | Path) -> str | None:
     return _BY_SUFFIX.get(Path(path).suffix.lower())
 
 
-def render(conv: Conversation, fmt: str) -> str:
+def render(conv: StoredConversation, fmt: str) -> str:
     if fmt not in _RENDER:
         raise ValueError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
     return _RENDER[fmt](conv)
 
 
-def export(conv: Conversation, path: str | Path, fmt: str | None = None) -> Path:
+def export(conv: StoredConversation, path: str | Path, fmt: str | None = None) -> Path:
     """Write `conv` to `path` atomically; the format defaults to the extension's."""
     if str(path) == "":
         raise ValueError("the export file name is empty")
@@ -38,4 +38,4 @@ def export(conv: Conversation, path: str | Path, fmt: str | None = None) -> Path
     if fmt is None:
         raise ValueError(f"{path}: cannot tell the format from the extension; "
                          f"choose one of {', '.join(FORMATS)}")
-    return atomic.write_text(path, render(conv, fmt))
+    return writer.write_text(path, render(conv, fmt))

@@ -1,4 +1,4 @@
-"""One loaded model answering chat turns: the object the window and CLI drive.
+"""One loaded model answering chat turns: the local ReplyEngine (app.chat.engines).
 
 It owns the Decoder (and so the KV cache); consecutive turns of the same
 conversation therefore prefill only what is new. What every chat with the
@@ -10,32 +10,24 @@ engine thread, or the CLI's main thread).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.chat.budget import fit_history
-from app.engine.decoder import CancelToken, Decoder, EventSink, common_prefix
+from app.chat.engines import Reply
+from app.engine.control import CancelToken, EventSink, common_prefix
+from app.engine.decoder import Decoder
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.models import Progress, resolve_model
-from app.engine.prompt import Msg, chat_format, reply_stops
+from app.engine.prompt import PromptMessage, chat_format, reply_stops
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings
-from app.engine.stats import ReplyStats
 from app.engine.utilization import limits_for
-
-
-@dataclass
-class Reply:
-    text: str
-    stats: ReplyStats
-    dropped: list[int] = field(default_factory=list)  # history indices left out of context
-
 
 # Two first messages that share no first character: what their prompts share is the chat's own.
 _PROBES = ("a", "b")
 
 
-class ChatEngine:
+class LocalChatEngine:
     def __init__(self, model: LoadedModel, prompt_cache: bool = True):
         """`prompt_cache` False: never read or write saved prefixes on disk."""
         self.model = model
@@ -46,7 +38,7 @@ class ChatEngine:
 
     @classmethod
     def open(cls, path: str | Path | None = None, options: LoadOptions | None = None,
-             progress: Progress | None = None, prompt_cache: bool = True) -> ChatEngine:
+             progress: Progress | None = None, prompt_cache: bool = True) -> LocalChatEngine:
         """Load `path` (or the default model, assembling it on first use)."""
         return cls(load_model(resolve_model(path, progress), options), prompt_cache)
 
@@ -66,7 +58,15 @@ class ChatEngine:
     def n_ctx(self) -> int:
         return self.decoder.n_ctx
 
-    def prompt_tokens(self, messages: list[Msg], preamble: bool = True) -> list[int]:
+    @property
+    def weights(self) -> LoadedModel:
+        return self.model
+
+    def reset(self) -> None:
+        """An empty KV cache: the next reply prefills its whole prompt (compare's fresh runs)."""
+        self.decoder.reset()
+
+    def prompt_tokens(self, messages: list[PromptMessage], preamble: bool = True) -> list[int]:
         text = self.format.render(messages, preamble)
         return self.decoder.tokenize(text, add_bos=self.format.add_bos, special=self.format.special)
 
@@ -80,8 +80,8 @@ class ChatEngine:
         """
         key = (system if system and system.strip() else None, preamble)
         if key not in self._prefixes:
-            head = [Msg("system", key[0])] if key[0] else []
-            a, b = (self.prompt_tokens([*head, Msg("user", p)], preamble) for p in _PROBES)
+            head = [PromptMessage("system", key[0])] if key[0] else []
+            a, b = (self.prompt_tokens([*head, PromptMessage("user", p)], preamble) for p in _PROBES)
             n = common_prefix(a, b)
             self._prefixes = dict(list(self._prefixes.items())[-7:])  # a few system prompts at most
             self._prefixes[key] = a[:n] if n >= MIN_PREFIX_TOKENS else None
@@ -89,7 +89,7 @@ class ChatEngine:
 
     def reply(
         self,
-        history: list[Msg],
+        history: list[PromptMessage],
         user_text: str,
         settings: GenerationSettings | None = None,
         system: str | None = None,

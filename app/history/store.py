@@ -4,7 +4,7 @@ Why it is built the way it is:
 - WAL plus a busy timeout and BEGIN IMMEDIATE for every write, so the window
   and a `llamadesk ask` in a terminal can write at the same time and neither
   loses a row (readers never block, writers queue instead of failing).
-- A reply is a row from its first token (store_messages), so a crash loses
+- A reply is a row from its first token (messages), so a crash loses
   at most what was generated since the last save, and the next open marks
   the cut-off reply "interrupted" instead of dropping it.
 - A file SQLite opened and found damaged is moved aside (never deleted) and a
@@ -13,8 +13,8 @@ Why it is built the way it is:
   too few file descriptors, a full disk) is never moved: that is reported in
   one line, and where only writing is impossible the history is still readable
   (`writable=False`). A file from a newer LlamaDesk is refused untouched
-  (store_open, store_files).
-- One connection guarded by a lock, usable from any thread (store_base).
+  (opening, db_file).
+- One connection guarded by a lock, usable from any thread (connection).
 
 `Store` is assembled from one part per kind of row, so each part can be read
 alone; this module only opens it. Never imports Qt.
@@ -27,12 +27,12 @@ import os
 from pathlib import Path
 
 from app import paths
-from app.chat.errors import StoreError, StoreUnavailableError
-from app.chat.store_conversations import ConversationRows
-from app.chat.store_files import NotWritable, diagnose
-from app.chat.store_messages import MessageRows, make_title
-from app.chat.store_open import connect_or_move_aside, connect_read_only
-from app.chat.store_search import MessageSearch
+from app.history.conversations import ConversationRows
+from app.history.db_file import NotWritable, diagnose
+from app.history.errors import StoreError, StoreUnavailableError
+from app.history.messages import MessageRows, make_title
+from app.history.opening import connect_or_move_aside, connect_read_only
+from app.history.search import MessageSearch
 
 __all__ = ["DB_NAME", "Store", "default_path", "make_title"]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from app.chat.records import INTERRUPTED
-from app.chat.store import Store, default_path
+from app.history.records import INTERRUPTED
+from app.history.store import Store, default_path
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import fields
 from html import escape
 
-from app.chat.export.common import ROLE_NAMES, header_facts, marks, title, when
-from app.chat.records import Conversation, StoredMessage
+from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.history.records import StoredConversation, StoredMessage
 
 CSS = """
 :root { color-scheme: light dark; --bg: #f6f7f9; --card: #fff; --fg: #1d2330; --muted: #6b7280;
@@ -66,7 +66,7 @@ def _message(m: StoredMessage) -> str:
             f'<div class="content">{_e(m.content)}</div>{_stats(m)}</section>')
 
 
-def render(conv: Conversation) -> str:
+def render(conv: StoredConversation) -> str:
     t = _e(title(conv))
     system = (f'<div class="system"><strong>System prompt</strong>\n{_e(conv.system_prompt)}</div>'
               if conv.system_prompt else "")

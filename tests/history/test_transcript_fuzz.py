@@ -17,18 +17,18 @@ import json
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from app.chat import export, transcript
-from app.chat.errors import TranscriptError
-from app.chat.records import COMPLETE, GENERATING, INTERRUPTED, Conversation, StoredMessage
-from app.chat.store import Store
 from app.cli import main
 from app.engine.stats import ReplyStats
+from app.history import export, transcript
+from app.history.errors import TranscriptError
+from app.history.records import COMPLETE, GENERATING, INTERRUPTED, StoredConversation, StoredMessage
+from app.history.store import Store
 from tests.store_rows import row_counts
 
 STATS = ReplyStats(ttft_s=0.5, prefill_tokens=10, cached_tokens=0, prefill_s=0.01, prefill_tok_s=1000.0,
                    decode_tokens=5, decode_s=0.05, decode_tok_s=100.0, total_s=0.6, kv_used=15, n_ctx=512,
                    stop_reason="stop", prompt_tokens=10, wall_decode_tok_s=None)
-VALID = transcript.to_document(Conversation(
+VALID = transcript.to_document(StoredConversation(
     id=7, title="Owls 🦉", created_at=1733040000.0, updated_at=1733040100.5, system_prompt="Be brief.",
     model="m.gguf", settings={"seed": 1, "stop": ["\n\n"], "model": {"file": "m.gguf"}},
     messages=[StoredMessage(0, 7, "user", "Tell me\tabout owls", 1733040000.0, 1733040000.0),
@@ -96,7 +96,7 @@ def documents(draw) -> bytes:
     return raw
 
 
-def comparable(conv: Conversation) -> dict:
+def comparable(conv: StoredConversation) -> dict:
     doc = transcript.to_document(conv)
     doc.pop("exported_at")
     doc["conversation"].pop("id")

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from app.chat import export, transcript
-from app.chat.errors import TranscriptError
-from app.chat.records import INTERRUPTED
-from app.chat.store import Store
 from app.engine.stats import ReplyStats
+from app.history import export, transcript
+from app.history.errors import TranscriptError
+from app.history.records import INTERRUPTED
+from app.history.store import Store
 from tests.store_rows import row_counts
 
 STATS = ReplyStats(ttft_s=0.5, prefill_tokens=10, cached_tokens=0, prefill_s=0.01, prefill_tok_s=1000.0,
