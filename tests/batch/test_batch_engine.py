@@ -10,12 +10,12 @@ import time
 import pytest
 
 from app.batch.engine import BatchEngine
-from app.batch.types import BatchProgress, BatchRequest, RequestDone, RequestStarted
+from app.batch.types import BatchProgress, RequestDone, RequestStarted, SlotRequest
 from app.engine.decoder import Decoder
 from app.engine.errors import ContextOverflowError
 from app.engine.events import Finished, TextDelta
 from app.engine.loader import LoadOptions, load_model
-from app.engine.prompt import Msg
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 
 TOPICS = ["the sea", "a red fox", "bread", "rain", "mountains", "a clock", "trains", "the moon",
@@ -37,13 +37,13 @@ def fixed(n: int, **kw) -> GenerationSettings:
     return GenerationSettings(max_tokens=n, temperature=0, ignore_eos=True, **kw)
 
 
-def ask(i: int, text: str, settings: GenerationSettings) -> BatchRequest:
-    return BatchRequest(f"r{i}", [Msg("user", text)], settings)
+def ask(i: int, text: str, settings: GenerationSettings) -> SlotRequest:
+    return SlotRequest(f"r{i}", [PromptMessage("user", text)], settings)
 
 
-def raw(model, i: int, text: str, settings: GenerationSettings) -> BatchRequest:
+def raw(model, i: int, text: str, settings: GenerationSettings) -> SlotRequest:
     """Pre-tokenized, so no transcript stop string ends it before max_tokens."""
-    return BatchRequest(f"r{i}", prompt_tokens=model.llm.tokenize(text.encode()), settings=settings)
+    return SlotRequest(f"r{i}", prompt_tokens=model.llm.tokenize(text.encode()), settings=settings)
 
 
 def test_short_request_frees_its_slot_for_the_queue_before_long_ones_end(model):
@@ -65,7 +65,7 @@ def test_short_request_frees_its_slot_for_the_queue_before_long_ones_end(model):
 def test_per_request_settings_are_honoured(model):
     reqs = [raw(model, 0, "Count: one, two, three,", fixed(5)),
             raw(model, 1, "Count: one, two, three,", fixed(11)),
-            BatchRequest("stop", [Msg("user", "List the days of the week, comma separated.")],
+            SlotRequest("stop", [PromptMessage("user", "List the days of the week, comma separated.")],
                          GenerationSettings(max_tokens=40, temperature=0, stop=(",",))),
             ask(3, "Write a poem about rain.", GenerationSettings(max_tokens=12, temperature=1.0, seed=7)),
             ask(4, "Write a poem about rain.", GenerationSettings(max_tokens=12, temperature=1.0, seed=8))]
@@ -100,8 +100,8 @@ def _alone(model, eng: BatchEngine, reqs, n):
         dec.close()
 
 
-def _topics(n: int) -> list[BatchRequest]:
-    return [BatchRequest(f"t{i}", [Msg("user", f"Write a short paragraph about {t}.")],
+def _topics(n: int) -> list[SlotRequest]:
+    return [SlotRequest(f"t{i}", [PromptMessage("user", f"Write a short paragraph about {t}.")],
                          GenerationSettings(max_tokens=16, temperature=0)) for i, t in enumerate(TOPICS[:n])]
 
 
@@ -128,7 +128,7 @@ def test_several_slots_finish_every_request_at_full_length(model):
     """Structural facts only (no text comparison): they cannot depend on rounding."""
     eng = _engine(model, 4)
     try:
-        reqs = [BatchRequest(r.custom_id, prompt_tokens=eng.prompt_for(r)[0], settings=fixed(16))
+        reqs = [SlotRequest(r.custom_id, prompt_tokens=eng.prompt_for(r)[0], settings=fixed(16))
                 for r in _topics(8)]
         eng.submit_many(reqs)
         res = {r.custom_id: r for r in eng.run()}
@@ -142,8 +142,8 @@ def test_several_slots_finish_every_request_at_full_length(model):
 
 
 def test_build_prompt_runs_with_the_slot_context_and_its_tokens_are_decoded(model):
-    history = [Msg("user", "An old question about " + "many things " * 30),
-               Msg("assistant", "An old answer."), Msg("user", "Name a fruit.")]
+    history = [PromptMessage("user", "An old question about " + "many things " * 30),
+               PromptMessage("assistant", "An old answer."), PromptMessage("user", "Name a fruit.")]
     calls = []
 
     def build(slot_ctx, to_tokens):
@@ -153,15 +153,15 @@ def test_build_prompt_runs_with_the_slot_context_and_its_tokens_are_decoded(mode
 
     eng = _engine(model, 2)
     try:
-        req = BatchRequest("b", settings=fixed(4, stop=("zz",)), build_prompt=build)
+        req = SlotRequest("b", settings=fixed(4, stop=("zz",)), build_prompt=build)
         _, stop = eng.prompt_for(req)
         assert stop == ("zz",)  # ignore_eos decodes exactly max_tokens: only the request's own stops
         talk = GenerationSettings(max_tokens=4, temperature=0, stop=("zz",))
-        _, stop = eng.prompt_for(BatchRequest("c", settings=talk, build_prompt=build))
+        _, stop = eng.prompt_for(SlotRequest("c", settings=talk, build_prompt=build))
         assert stop == (*eng.format.stop, "zz")  # the format's, then the request's
         calls.clear()
         expected = eng.to_tokens(history[-1:])
-        assert expected == eng.prompt_for(BatchRequest("m", history[-1:]))[0]
+        assert expected == eng.prompt_for(SlotRequest("m", history[-1:]))[0]
         eng.submit_many([req])
         res = eng.run()
     finally:
@@ -183,10 +183,10 @@ def test_error_results_carry_a_typed_kind(model):
     eng = _engine(model, 2)
     try:
         eng.submit_many([raw(model, 0, "word " * 1000, fixed(4)),
-                         BatchRequest("bad", [Msg("user", "Hi.")], GenerationSettings(top_p=0)),
-                         BatchRequest("fit", build_prompt=overflow),
-                         BatchRequest("bug", build_prompt=broken),
-                         BatchRequest("empty", prompt_tokens=[]),
+                         SlotRequest("bad", [PromptMessage("user", "Hi.")], GenerationSettings(top_p=0)),
+                         SlotRequest("fit", build_prompt=overflow),
+                         SlotRequest("bug", build_prompt=broken),
+                         SlotRequest("empty", prompt_tokens=[]),
                          raw(model, 5, "Hi.", fixed(2))])
         res = {r.custom_id: r.stats for r in eng.run()}
     finally:
@@ -219,7 +219,7 @@ def test_online_request_takes_the_next_free_slot_and_streams(model):
         t.start()
         assert first_batch.wait(30)
         n_before = len(started)
-        online = BatchRequest("chat", [Msg("user", "What is bread?")], fixed(6),
+        online = SlotRequest("chat", [PromptMessage("user", "What is bread?")], fixed(6),
                               on_event=lambda e: deltas.append(e.text) if isinstance(e, TextDelta)
                               else finished.append(e) if isinstance(e, Finished) else None)
         eng.submit_online(online)
@@ -254,7 +254,7 @@ def test_pause_keeps_batch_slots_while_online_runs_and_cancel_drops_the_rest(mod
     try:
         eng.submit_many([raw(model, i, "Tell me a story.", fixed(200)) for i in range(4)])
         eng.pause()
-        eng.submit_online(BatchRequest("chat", [Msg("user", "Hi.")], fixed(4)))
+        eng.submit_online(SlotRequest("chat", [PromptMessage("user", "Hi.")], fixed(4)))
         results = eng.run()
     finally:
         eng.free()
@@ -268,15 +268,16 @@ def test_pause_keeps_batch_slots_while_online_runs_and_cancel_drops_the_rest(mod
 def test_kept_prefixes_send_a_next_turn_to_its_slot_and_prefill_only_what_is_new(model):
     eng = _engine(model, 3, keep_prefixes=True)
     try:
-        first = [Msg("user", "Tell me about the sea in one sentence.")]
-        other = [Msg("user", "Name a fruit.")]
-        eng.submit_many([BatchRequest("a", first, fixed(8)), BatchRequest("b", other, fixed(8))])
+        first = [PromptMessage("user", "Tell me about the sea in one sentence.")]
+        other = [PromptMessage("user", "Name a fruit.")]
+        eng.submit_many([SlotRequest("a", first, fixed(8)), SlotRequest("b", other, fixed(8))])
         done = {r.custom_id: r for r in eng.run()}
-        turn2 = [*first, Msg("assistant", done["a"].text), Msg("user", "And the mountains?")]
-        eng.submit_many([BatchRequest("a2", turn2, fixed(6))])
+        turn2 = [*first, PromptMessage("assistant", done["a"].text),
+                 PromptMessage("user", "And the mountains?")]
+        eng.submit_many([SlotRequest("a2", turn2, fixed(6))])
         (r2,) = eng.run()
-        toks, _ = eng.prompt_for(BatchRequest("x", turn2, fixed(6)))
-        first_toks, _ = eng.prompt_for(BatchRequest("y", first, fixed(8)))
+        toks, _ = eng.prompt_for(SlotRequest("x", turn2, fixed(6)))
+        first_toks, _ = eng.prompt_for(SlotRequest("y", first, fixed(8)))
     finally:
         eng.free()
     assert r2.stats.error is None and r2.text
@@ -289,10 +290,10 @@ def test_kept_prefixes_send_a_next_turn_to_its_slot_and_prefill_only_what_is_new
 def test_without_kept_prefixes_nothing_is_reused(model):
     eng = _engine(model, 2)
     try:
-        msgs = [Msg("user", "Tell me about the sea in one sentence.")]
-        eng.submit_many([BatchRequest("a", msgs, fixed(4))])
+        msgs = [PromptMessage("user", "Tell me about the sea in one sentence.")]
+        eng.submit_many([SlotRequest("a", msgs, fixed(4))])
         eng.run()
-        eng.submit_many([BatchRequest("b", msgs, fixed(4))])
+        eng.submit_many([SlotRequest("b", msgs, fixed(4))])
         (r,) = eng.run()
     finally:
         eng.free()
@@ -312,9 +313,19 @@ def test_progress_carries_the_batched_ceiling_of_the_sequences_decoding(model):
     with_ceiling = [p for p in seen if p.ceiling_tok_s]
     assert with_ceiling and all(p.decoding >= 1 and p.ceiling_bound in ("bandwidth", "arithmetic")
                                 for p in with_ceiling)
-    single = eng.limits.at(len(model.llm.tokenize(prompt.encode())), None)[2]
+    # How far four sequences lift the ceiling is the CPU's business (bench --batch reports it):
+    # here only what holds on any machine. The arithmetic bound only rises as faster prefill
+    # steps are measured, so the run's best bounds every figure shown during it.
+    lim = eng.limits
+    single = lim.at(len(model.llm.tokenize(prompt.encode())), None)[2]
+    bandwidth_bound = 4 * lim.peak / lim.weights  # four tokens per read of the weights, no KV at all
+    arithmetic_bound = eng.flop_s / (2.0 * lim.decode_params)
     four = [p for p in with_ceiling if p.decoding == 4]
-    assert four and max(p.ceiling_tok_s for p in four) > 1.5 * single  # one read of the weights, four tokens
+    assert four
+    for p in four:
+        assert 0 < p.ceiling_tok_s <= min(bandwidth_bound, arithmetic_bound) * (1 + 1e-9)
+        if p.ceiling_bound == "bandwidth":
+            assert p.ceiling_tok_s > single  # one read of the weights, four tokens
 
 
 def test_a_verbatim_request_is_the_trimmed_one_with_its_whitespace_kept(model):
@@ -323,7 +334,7 @@ def test_a_verbatim_request_is_the_trimmed_one_with_its_whitespace_kept(model):
     for verbatim in (False, True):
         eng = _engine(model, 1)
         try:
-            eng.submit_many([BatchRequest("r", prompt_tokens=toks, settings=fixed(12), verbatim=verbatim)])
+            eng.submit_many([SlotRequest("r", prompt_tokens=toks, settings=fixed(12), verbatim=verbatim)])
             texts[verbatim] = eng.run()[0].text
         finally:
             eng.free()
@@ -347,7 +358,7 @@ def test_an_online_request_cuts_a_batch_only_step_short_and_the_batch_loses_noth
         t.start()
         assert busy.wait(30)
         for k in range(3):  # online requests while every batch slot decodes
-            eng.submit_online(BatchRequest(f"o{k}", [Msg("user", "Name a colour.")], fixed(4)))
+            eng.submit_online(SlotRequest(f"o{k}", [PromptMessage("user", "Name a colour.")], fixed(4)))
             time.sleep(0.3)
         t.join(120)
         assert not t.is_alive()
