@@ -4,10 +4,17 @@ One connection guarded by a re-entrant lock, usable from any thread: the
 window reads and records on its GUI thread, `llamadesk ask` saves the growing
 reply from a timer thread while its worker decodes, and a second process
 writes through its own connection (WAL and a busy timeout keep both safe).
+
+SQLite's errors are split by blame, by their result code (as qutebrowser's
+misc/sql.py does): a busy, read-only, full, unreadable or damaged database is
+the environment's, one line for the user to act on; anything else (bad SQL, a
+constraint, a misused connection) is a bug of ours, logged with its traceback
+and reported as one.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -15,9 +22,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from app.history.errors import ConversationNotFound, StoreError
+from app.history.errors import ConversationNotFound, StoreBug, StoreError
 
+log = logging.getLogger("llamadesk.history")
 MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY range: rows are numbered from 1
+# Primary result codes that blame the machine, not the code.
+ENVIRONMENT_CODES = frozenset({
+    sqlite3.SQLITE_PERM, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM,
+    sqlite3.SQLITE_READONLY, sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOLFS,
+    sqlite3.SQLITE_AUTH, sqlite3.SQLITE_NOTADB})
+
+
+def store_error(path: Path, e: sqlite3.Error) -> StoreError:
+    """`e` as the one-line error the user reads: the environment's, or a bug of ours."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is None:
+        ours = isinstance(e, (sqlite3.ProgrammingError, sqlite3.InterfaceError))  # raised by Python itself
+    else:
+        ours = (code & 0xFF) not in ENVIRONMENT_CODES
+    if not ours:
+        return StoreError(path, f"database error: {e}")
+    name = getattr(e, "sqlite_errorname", None) or type(e).__name__
+    log.error("history store bug (%s): %s", name, e, exc_info=e)
+    return StoreBug(path, f"internal error in the history store ({name}: {e}); this is a LlamaDesk bug, "
+                          "the log file has the details")
 
 
 class StoreBase:
@@ -51,7 +80,7 @@ class StoreBase:
             try:
                 yield self._conn
             except sqlite3.Error as e:
-                raise StoreError(self.path, f"database error: {e}") from e
+                raise store_error(self.path, e) from e
             except UnicodeEncodeError as e:  # a lone surrogate (from undecodable bytes) cannot be stored
                 raise StoreError(self.path, f"the text is not valid UTF-8 (character {e.start + 1} comes "
                                             "from bytes that are not UTF-8); nothing was saved") from e

@@ -13,6 +13,12 @@ class StoreError(FileProblem):
     """Base for every failure of the conversation store, its exports and imports."""
 
 
+class StoreBug(StoreError):
+    """SQLite refused what LlamaDesk asked (bad SQL, a broken constraint, a misused
+    connection): our fault, not the machine's. Logged with its traceback; the user is told it
+    is a bug, in one line, instead of being sent to check a disk that is fine."""
+
+
 class StoreVersionError(StoreError):
     """The database was written by a newer LlamaDesk; we must not touch it,
     because an older schema's writes could corrupt data we do not understand."""
