@@ -12,9 +12,9 @@ import pytest
 
 from app.compare.run import run_comparison
 from app.compare.targets import Target, apply_set
-from app.engine.decoder import CancelToken
+from app.engine.control import CancelToken
 from app.engine.sampling import GenerationSettings
-from tests.remote.servers import free_port, llama_tools
+from tests.remote.servers import free_port, llama_tools, start_llama_server
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +82,34 @@ def test_a_failing_target_says_why_and_the_others_run(model_path, llama_server_v
     assert "no such file" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.fixture(scope="module")
+def keyed_server(model_path):
+    """llama-server that answers only with `Authorization: Bearer <its key>`."""
+    srv = start_llama_server(model_path, slots=2, ctx=4096, extra=("--api-key", "sk-compare-0123456789"))
+    yield srv
+    srv.stop()
+
+
+def test_compare_reaches_a_server_that_needs_a_key(keyed_server, model_path):
+    url = keyed_server.base + "/v1"
+    env = {**os.environ, "COMPARE_KEY": "sk-compare-0123456789"}
+    common = ["Say hi.", "--model", str(model_path), "--endpoint", url, "--max-tokens", "6", "--repeat", "1",
+              "--json"]
+    r = subprocess.run([sys.executable, "-m", "app", "compare", *common, "--api-key-env", "COMPARE_KEY",
+                        "--remote-format", "transcript", "--stall-timeout", "30"],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout)["rows"][1]
+    assert row["error"] is None and row["runs"] == 1 and row["text"]
+    assert row["settings"]["prompt_format"] == "transcript"
+    assert "sk-compare" not in r.stdout + r.stderr, "the key is never printed"
+    # Without the key the same server refuses, and the row says so in one line.
+    r = subprocess.run([sys.executable, "-m", "app", "compare", *common], capture_output=True, text=True,
+                       timeout=600, env=env)
+    row = json.loads(r.stdout)["rows"][1]
+    assert row["runs"] == 0 and ("401" in row["error"] or "key" in row["error"].lower()), row["error"]
+
+
 @pytest.mark.parametrize("args, words", [
     (["hi", "--set", "threads=1", "--model", "a.gguf", "--model", "b.gguf"], "name a target"),
     (["hi", "--model", "a.gguf", "--set", "colour=red", "--model", "b.gguf"], "unknown setting"),
@@ -89,6 +117,10 @@ def test_a_failing_target_says_why_and_the_others_run(model_path, llama_server_v
     (["hi", "--model", "a.gguf"], "2 to 6 targets"),
     (["hi", "--endpoint", "http://x:1/v1", "--set", "threads=2", "--model", "b.gguf"], "server decides"),
     (["hi", "--model", "a.gguf", "--model", "b.gguf", "-o", "out.xlsx"], ".md, .csv or .json"),
+    (["hi", "--model", "a.gguf", "--api-key-env", "K", "--model", "b.gguf"], "applies to an --endpoint"),
+    (["hi", "--api-key-env", "K", "--model", "a.gguf", "--model", "b.gguf"], "name a target"),
+    (["hi", "--endpoint", "http://x:1/v1", "--api-key-env", "NO_SUCH_VAR_HERE", "--model", "b.gguf"],
+     "is not set"),
     (["", "--model", "a.gguf", "--model", "b.gguf"], "empty"),
 ])
 def test_bad_arguments_are_one_line_exit_2(args, words):
