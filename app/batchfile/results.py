@@ -113,7 +113,7 @@ class ResultWriter:
 
 def output_record(res: SlotResult, model_name: str) -> dict:
     st = res.stats
-    rec = {"id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": res.custom_id}
+    rec: dict[str, object] = {"id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": res.custom_id}
     stats = {**st.to_json(), "line": res.line}
     if st.error is not None:
         rec["response"] = None

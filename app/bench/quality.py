@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import replace
+from typing import Any
 
 from app.bench.quality_set import CHATS, KINDS, PROMPTS, classify
 from app.chat.local_engine import LocalChatEngine
@@ -40,7 +41,8 @@ def _ask(engine: LocalChatEngine, variant: dict, history: list[PromptMessage], q
 
 
 def _run_variant(engine: LocalChatEngine, variant: dict) -> dict:
-    seen = engine.format.shown_texts() if variant["preamble"] else ()
+    fmt = engine.format
+    seen = fmt.shown_texts() if variant["preamble"] and isinstance(fmt, TranscriptFormat) else ()
     kinds: Counter[str] = Counter()
     samples: dict[str, list[str]] = {}
     t0 = time.perf_counter()
@@ -71,7 +73,7 @@ def run_quality_bench(model_path, opts: LoadOptions) -> dict:
         if engine.notice is None:
             raise ValueError("--quality judges the plain-transcript format; this model has a chat "
                              "template, which LlamaDesk uses unchanged")
-        result = {"model": engine.model.report.model_path, "max_tokens": MAX_TOKENS,
+        result: dict[str, Any] = {"model": engine.model.report.model_path, "max_tokens": MAX_TOKENS,
                   "prompts": len(PROMPTS), "chats": len(CHATS)}
         for name, variant in _variants().items():
             result[name] = _run_variant(engine, variant)

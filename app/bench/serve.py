@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 
@@ -123,8 +124,8 @@ def run_serve_bench(model_path, slots: int = 16, slot_ctx: int = 2048, tokens: i
     tools = llama_tools()
     if tools is None or not (tools / "llama-server").exists():
         raise ValueError("llama-server is not built: run packaging/build-llama-tools.sh")
-    result = {"model": model.name, "slots": slots, "slot_ctx": slot_ctx, "tokens": tokens, "threads": threads,
-              "flash_attn": flash_attn}
+    result: dict[str, Any] = {"model": model.name, "slots": slots, "slot_ctx": slot_ctx, "tokens": tokens,
+                              "threads": threads, "flash_attn": flash_attn}
     home = tempfile.mkdtemp(prefix="llamadesk-bench-serve-")
     port = free_port()
     ours = ServerProcess([sys.executable, "-m", "app", "serve", "--model", str(model), "--port", str(port),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, TextDelta
 from app.engine.stats import ReplyStats
+from app.engine.utilization import Limits
 
 RATE_WINDOW_S = 1.0  # rolling decode rate over the last second of tokens
 MAX_TURNS = 30
@@ -113,7 +114,7 @@ class LiveGauges:
     deltas: deque = field(default_factory=lambda: deque(maxlen=512))
     series: list[tuple[float, float]] = field(default_factory=list)
     turns: deque = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
-    limits: object = None  # engine.utilization.Limits of the loaded model, if it has one
+    limits: Limits | None = None  # of the loaded model, if it has one
     _last_sample: float = 0.0
 
     def start(self, now: float, max_tokens: int, n_ctx: int) -> None:

@@ -21,9 +21,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.chat.local_engine import LocalChatEngine, Reply
+from app.chat.engines import Reply, ReplyEngine
 from app.engine.control import CancelToken, EventSink
 from app.engine.events import Event, TextDelta
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.history.errors import StoreError
@@ -205,7 +206,7 @@ class ReplySaver:
         self._thread.join()
 
 
-def record_turn(recorder: TurnRecorder, engine: LocalChatEngine, conv_id: int | None, user_text: str,
+def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None, user_text: str,
                 settings: GenerationSettings, system: str | None = None,
                 on_event: EventSink | None = None, cancel: CancelToken | None = None,
                 save_every_s: float = SAVE_EVERY_S) -> Turn:
@@ -215,7 +216,8 @@ def record_turn(recorder: TurnRecorder, engine: LocalChatEngine, conv_id: int | 
     An exception after some text keeps that text (interrupted) and propagates.
     """
     store = recorder.store
-    history, ids = [], []
+    history: list[PromptMessage] = []
+    ids: list[int] = []
     if conv_id is not None:
         conv = store.get_conversation(conv_id)
         system = conv.system_prompt if system is None else system

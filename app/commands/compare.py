@@ -63,7 +63,7 @@ def _targets(args: argparse.Namespace):
     from app.compare.targets import Target, apply_endpoint_option, apply_set, check_targets
     from app.remote.endpoint import Endpoint
 
-    targets = []
+    targets: list[Target] = []
     for kind, value in args.order or ():
         flag = "--" + kind.replace("_", "-")
         if kind in ("set", *ENDPOINT_OPTIONS) and not targets:

@@ -95,7 +95,9 @@ class TemplateFormat:
 
     def render(self, messages: list[PromptMessage], preamble: bool = True) -> str:
         """The template alone: a model with a chat template needs no preamble."""
-        res = self._fmt(messages=[{"role": m.role, "content": m.content} for m in messages])
+        # llama-cpp-python types each role's message apart; ours are checked by role already.
+        chat: list = [{"role": m.role, "content": m.content} for m in messages]
+        res = self._fmt(messages=chat)
         self.add_bos = not res.added_special
         stop = res.stop if isinstance(res.stop, list) else [res.stop] if res.stop else []
         self.stop = tuple(s for s in stop if s)

@@ -48,7 +48,8 @@ class ConversationRows(StoreBase):
             rows = c.execute(
                 "SELECT id, conversation_id, role, content, created_at, updated_at, state, stats, "
                 "out_of_context FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,)).fetchall()
-        conv = StoredConversation(*row[:6], settings=json.loads(row[6] or "{}"))
+        conv = StoredConversation(row[0], row[1], row[2], row[3], row[4], row[5],
+                                  settings=json.loads(row[6] or "{}"))
         from_json = ReplyStats.from_json
         conv.messages = [
             StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], r[6],

@@ -100,8 +100,9 @@ class RemoteBatchEngine:
             return SlotResult(req.custom_id, text.strip() if self.format else text,
                                _batch_stats(st, queued), req.line)
         except RemoteError as e:
-            st = SlotStats(stop_reason="error", error=e.reason, error_kind="remote_error", queued_at=queued)
-            return SlotResult(req.custom_id, "", st, req.line)
+            failed = SlotStats(stop_reason="error", error=e.reason, error_kind="remote_error",
+                               queued_at=queued)
+            return SlotResult(req.custom_id, "", failed, req.line)
         finally:
             with self._lock:
                 state["busy"] -= 1

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import httpx
 from httpx_sse import EventSource, SSEError
 
+from app.engine.control import EventSink
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.prompt import TranscriptFormat, reply_stops
 from app.engine.sampling import GenerationSettings
@@ -26,7 +26,6 @@ from app.remote.errors import RemoteError
 from app.remote.http import Notice, open_stream, parse_data, transport_reason
 from app.remote.server import LLAMA_CPP_KINDS, VLLM, ServerInfo
 
-EventSink = Callable[[object], None]
 _FINISH = {"stop": "stop", "length": "length", "eos": "stop", "tool_calls": "stop", "content_filter": "stop"}
 
 
