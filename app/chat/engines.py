@@ -48,7 +48,8 @@ class WhereItRuns(Protocol):
 class ReplyEngine(Protocol):
     """Answers chat turns one at a time; not thread-safe: one thread drives it."""
 
-    notice: str | None  # a one-line caveat for the user (no chat template), or None
+    notice: str | None  # a one-line caveat about the model (no chat template), or None
+    notes: list[str]  # one-line warnings about this machine's setup (the prompt cache is off, ...)
 
     @property
     def report(self) -> WhereItRuns: ...

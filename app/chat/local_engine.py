@@ -31,7 +31,13 @@ class LocalChatEngine:
     def __init__(self, model: LoadedModel, prompt_cache: bool = True):
         """`prompt_cache` False: never read or write saved prefixes on disk."""
         self.model = model
-        self.decoder = Decoder(model, PromptCache(model) if prompt_cache else None)
+        self.notes: list[str] = []
+        cache = PromptCache(model) if prompt_cache else None
+        why = cache.unusable() if cache is not None else None
+        if why is not None:
+            self.notes.append(f"the prompt cache is off: {why}")
+            cache = None
+        self.decoder = Decoder(model, cache)
         self.format, self.notice = chat_format(model)
         self.limits = limits_for(model)  # None on a GPU: the probe reads the CPU's memory
         self._prefixes: dict[tuple[str | None, bool], list[int] | None] = {}

@@ -73,6 +73,7 @@ class RemoteChatEngine:
     def n_ctx(self) -> int | None:
         return self.info.n_ctx or self.remote_model.n_ctx
 
+    notes: list[str] = []  # a server's caveats arrive mid-reply, through `notice`
     weights = None  # the server holds the weights: nothing here to share
     limits = None  # this machine's memory says nothing of the server's
 

@@ -111,6 +111,8 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
             note(f"runs on {report.runs_on}")
         if engine.notice and not args.json:
             note(engine.notice)
+        for line in engine.notes:
+            note(line)
         streaming = not (args.no_stream or args.json)
 
         def on_event(ev):

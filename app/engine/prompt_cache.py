@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import threading
 import time
 import zlib
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import llama_cpp
 
-from app import atomic_file, paths
+from app import atomic_file, paths, regular_files
 
 if TYPE_CHECKING:
     from app.engine.loader import LoadedModel
@@ -84,14 +85,6 @@ def _tokens_sha256(tokens: Sequence[int]) -> str:
     return hashlib.sha256(json.dumps(list(tokens)).encode()).hexdigest()
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return d if isinstance(d, dict) else None
-
-
 def _known_default_sha(path: Path) -> str | None:
     """The bundled model's published sha256, when its verified stamp vouches for this file."""
     from app.engine import models
@@ -106,23 +99,28 @@ def _known_default_sha(path: Path) -> str | None:
 
 
 def model_sha256(path: str | Path) -> str:
-    """The model file's sha256, hashed once per (path, size, mtime) and remembered in the cache folder.
+    """The model file's sha256, hashed once per version of the file and remembered in the cache folder.
 
     A model is hundreds of megabytes; hashing it on every start would cost
-    more than the prefix the cache saves.
+    more than the prefix the cache saves. A version is told by the file's
+    identity and its change time as well as its size and mtime: a file
+    rewritten in place keeps its inode, and `touch -r` can restore its mtime,
+    but the kernel moves ctime on every write and no user can set it back.
     """
     p = Path(path)
     st = p.stat()
     name = str(p.resolve())
+    version = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+               "inode": st.st_ino, "device": st.st_dev}
     memo_path = paths.cache_dir() / HASHES_FILE
-    memo = _read_json(memo_path) or {}
+    memo = regular_files.read_json_object(memo_path) or {}
     rec = memo.get(name)
-    if (isinstance(rec, dict) and rec.get("size") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns
+    if (isinstance(rec, dict) and all(rec.get(k) == v for k, v in version.items())
             and isinstance(rec.get("sha256"), str) and len(rec["sha256"]) == 64):
         return rec["sha256"]
     sha = _known_default_sha(p) or _sha256_file(p)
     memo = {k: v for k, v in memo.items() if isinstance(v, dict) and k != name}
-    memo[name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
+    memo[name] = {**version, "sha256": sha}
     try:
         atomic_file.write_bytes(memo_path, json.dumps(dict(list(memo.items())[-64:]), indent=1).encode())
     except OSError as e:
@@ -176,6 +174,22 @@ class PromptCache:
         self._folder.mkdir(parents=True, exist_ok=True)
         return self._folder
 
+    def unusable(self) -> str | None:
+        """Why nothing can be saved here (the folder is a file, read-only, ...), or None.
+
+        Asked once when an engine opens, so a cache that cannot work is turned
+        off with one line instead of failing every reply, or the whole command.
+        """
+        try:
+            folder = self.folder()
+            fd, probe = atomic_file.temp_beside(folder / "probe")
+            os.close(fd)
+            probe.unlink()
+        except OSError as e:
+            where = e.filename or paths.APP_NAME
+            return f"{where} cannot be written ({e.strerror or e})"
+        return None
+
     def key(self) -> dict:
         if self._key is None:
             self._key = context_key(self.model)
@@ -208,7 +222,7 @@ class PromptCache:
         return None
 
     def _check(self, state: Path, side: Path, tokens: Sequence[int]) -> str:
-        meta = _read_json(side)
+        meta = regular_files.read_json_object(side)
         if meta is None:
             raise Unusable("no readable sidecar")
         if meta.get("key") != self.key():
@@ -219,10 +233,12 @@ class PromptCache:
         if not isinstance(want, str) or len(want) != 8:
             raise Unusable("the sidecar has no state hash")
         try:
-            size = state.stat().st_size
+            st = state.stat()
         except FileNotFoundError:
             raise Unusable("the state file is missing") from None
-        if size != meta.get("state_bytes"):
+        if not stat.S_ISREG(st.st_mode):
+            raise Unusable("the state file is not a regular file")
+        if st.st_size != meta.get("state_bytes"):
             raise Unusable("the state file is truncated or grew")
         return want
 

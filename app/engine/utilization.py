@@ -17,8 +17,9 @@ import platform
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from app import paths
+from app import atomic_file, paths, regular_files
 from app.engine.gguf import GGUFHeader
 
 PROBE_BYTES = 1 << 28  # 256 MiB: past the last-level cache of any common CPU, read in ~10 ms
@@ -121,20 +122,21 @@ def _cpu_model() -> str:
 
 def peak_bandwidth(threads: int, remeasure: bool = False) -> tuple[float, str]:
     """(bytes/s, where the figure comes from), measured once per CPU and thread count."""
-    f = paths.cache_dir() / "bandwidth.json"
     try:
-        known = json.loads(f.read_text()) if f.exists() else {}
-    except (OSError, ValueError):
-        known = {}
+        f: Path | None = paths.cache_dir() / "bandwidth.json"
+    except OSError:  # no cache folder: measure, and keep the figure for this run only
+        f = None
+    known = (regular_files.read_json_object(f) if f is not None else None) or {}
     key = _key(threads)
     if not remeasure and isinstance(known.get(key), (int, float)):
         return float(known[key]), f"probe ({threads} threads, measured earlier)"
     bw = probe_bandwidth(threads)
     known[key] = bw
-    try:
-        f.write_text(json.dumps(known, indent=1))
-    except OSError:
-        pass  # the figure still holds for this run
+    if f is not None:
+        try:
+            atomic_file.write_text(f, json.dumps(known, indent=1))
+        except OSError:
+            pass  # the figure still holds for this run
     return bw, f"probe ({threads} threads)"
 
 

@@ -196,3 +196,54 @@ def test_stats_records_and_gauges_carry_the_disk_count():
     g.start(0.0, 4, 2048)
     g.feed(PrefillStarted(135, 130, 5, 2048, 130), 0.01)
     assert g.snapshot(0.02).kv_cached_disk == 130 and g.snapshot(0.02).kv_cached == 130
+
+
+def test_a_fifo_in_place_of_a_sidecar_or_the_hash_memo_is_passed_by_not_waited_on(engine, model_path):
+    """A hostile local program's FIFO would block a plain open() until someone writes to it."""
+    from app.engine.prompt_cache import HASHES_FILE, model_sha256
+
+    prefix, state, side = _entry(engine)
+    for f in (state, side):
+        f.unlink(missing_ok=True)
+    os.mkfifo(side)
+    memo = paths.cache_dir() / HASHES_FILE
+    memo.unlink(missing_ok=True)
+    os.mkfifo(memo)
+    try:
+        assert engine.decoder.prompt_cache.lookup(prefix) is None
+        assert len(model_sha256(model_path)) == 64  # hashed again; the FIFO is not a memo
+        s = _fresh_reply(engine)
+        assert s.cached_disk_tokens == 0 and s.stop_reason in ("stop", "length")
+    finally:
+        side.unlink(missing_ok=True)
+        memo.unlink(missing_ok=True)
+
+
+def test_a_cache_folder_that_cannot_be_made_turns_the_cache_off_with_one_line(model_path, monkeypatch,
+                                                                              tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    eng = LocalChatEngine.open(model_path, LoadOptions(n_ctx=512))
+    try:
+        assert eng.decoder.prompt_cache is None
+        (line,) = eng.notes
+        assert line.startswith("the prompt cache is off:") and str(blocker) in line and "\n" not in line
+        assert eng.reply([], "Hi", SHORT).stats.stop_reason in ("stop", "length")
+    finally:
+        eng.close()
+
+
+def test_a_model_rewritten_in_place_with_its_size_and_mtime_kept_is_hashed_again(tmp_path):
+    from app.engine.prompt_cache import model_sha256
+
+    f = tmp_path / "model.gguf"
+    f.write_bytes(b"GGUF" + b"a" * 4096)
+    first = model_sha256(f)
+    st = f.stat()
+    with open(f, "r+b") as out:  # same inode, same size: another quantization copied over it, say
+        out.seek(100)
+        out.write(b"b")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (f.stat().st_size, f.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert model_sha256(f) != first
