@@ -166,7 +166,7 @@ def _show_markdown_shot(win) -> str:
 def _contents(text: str) -> dict:
     """What the reply held, counted on the renderer's own parse, so the figures
     say which kind of reply was measured."""
-    from app.ui.markdown_render import markdown_parser
+    from app.ui.chat.markdown import markdown_parser
 
     kinds = [t.type for t in markdown_parser().parse(text)]
     return {"code_blocks": kinds.count("fence") + kinds.count("code_block"),

@@ -2,7 +2,7 @@
 
 qasync makes Qt's loop the asyncio loop, so future async code (the store,
 downloads) can run beside the widgets. The engine does not use the loop's
-executor: it has its own thread (see engine_thread), which the window stops
+executor: it has its own thread (see chat/engine_thread.py), which the window stops
 *before* the loop closes; closing a qasync loop waits for executor jobs and
 would hang on a reply still decoding (qasync issue 115).
 

@@ -35,21 +35,21 @@ from app.history.errors import StoreError
 from app.history.store import Store
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
-from app.ui.chat_flow import ChatFlow
-from app.ui.chat_view import ChatView
+from app.ui.chat.composer import Composer
+from app.ui.chat.engine_thread import EngineBridge, Loaded
+from app.ui.chat.flow import ChatFlow
+from app.ui.chat.gauges import GaugesPanel
+from app.ui.chat.view import ChatView
 from app.ui.compare.window import CompareWindow, compare_choices
-from app.ui.composer import Composer
-from app.ui.connections import Connections
-from app.ui.engine_thread import EngineBridge, Loaded
-from app.ui.gauges import GaugesPanel
-from app.ui.history_actions import HistoryActions
-from app.ui.history_panel import HistoryPanel
-from app.ui.message_bar import MessageBar
+from app.ui.history.actions import HistoryActions
+from app.ui.history.panel import HistoryPanel
 from app.ui.model_bar import ModelBar
+from app.ui.remote.connections import Connections
 from app.ui.server import switch
 from app.ui.server.panel import ServerPanel
 from app.ui.server.runner import ServerRunner
-from app.ui.settings_dialog import SettingsDialog
+from app.ui.settings.dialog import SettingsDialog
+from app.ui.widgets.message_bar import MessageBar
 
 log = logging.getLogger("llamadesk.ui")
 

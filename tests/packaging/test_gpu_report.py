@@ -15,7 +15,7 @@ import pytest
 
 from app.engine import backend
 from app.engine.loader import LoadOptions, LoadReport, load_model
-from app.ui.hardware_panel import NO_OFFLOAD, HardwarePanel, describe_device, hardware_rows
+from app.ui.settings.hardware import NO_OFFLOAD, HardwarePanel, describe_device, hardware_rows
 
 CPU_ONLY = backend.compiled_gpu_backend() is None and not backend.gpu_offload_supported()
 cpu_build = pytest.mark.skipif(not CPU_ONLY,
@@ -115,7 +115,7 @@ def test_settings_dialog_shows_the_loaded_models_hardware(qtbot, all_layers_repo
     from PySide6.QtWidgets import QLabel
 
     from app.config import AppConfig
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
 
     dlg = SettingsDialog(AppConfig(), report=all_layers_report)
     qtbot.addWidget(dlg)
@@ -129,7 +129,7 @@ def test_settings_dialog_shows_the_loaded_models_hardware(qtbot, all_layers_repo
 
 def test_settings_opened_from_the_window_get_its_load_report(qtbot, model_path, monkeypatch):
     from app.config import AppConfig
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
     from app.ui.window import MainWindow
 
     opened: list[SettingsDialog] = []

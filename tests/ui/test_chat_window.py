@@ -210,7 +210,7 @@ def test_engine_error_before_any_text_gives_the_question_back(qtbot, make_window
 def test_marking_earlier_messages_while_a_reply_streams_keeps_every_message(qtbot):
     """Out-of-context markers are drawn while the live reply is on screen; its place moves."""
     from app.chat.conversation import LiveMessage
-    from app.ui.chat_view import ChatView
+    from app.ui.chat.view import ChatView
 
     view = ChatView()
     qtbot.addWidget(view)

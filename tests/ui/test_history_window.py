@@ -191,7 +191,7 @@ def test_a_reply_cut_by_a_killed_process_shows_tagged_interrupted(qtbot, make_wi
 # --- hostile history files ------------------------------------------------------
 
 def test_when_shows_unknown_for_times_no_clock_produced():
-    from app.ui.history_panel import when
+    from app.ui.history.panel import when
 
     now = 1733040000.0
     assert when(now, now) == time.strftime("%H:%M", time.localtime(now))

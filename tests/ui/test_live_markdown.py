@@ -15,8 +15,8 @@ from PySide6.QtGui import QGuiApplication, QTextCursor, QTextTable
 
 from app.bench.gui import MARKDOWN_PROMPT, MARKDOWN_SHOT
 from app.chat.conversation import LiveConversation, LiveMessage
-from app.ui.chat_view import ChatView
-from app.ui.markdown_render import markdown_parser
+from app.ui.chat.markdown import markdown_parser
+from app.ui.chat.view import ChatView
 from tests.ui.conftest import ask, decode_to_max_tokens, small_config
 from tests.ui.test_markdown_blocks import split_text
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.ui.live_markdown import LiveBlocks, visible, visible_end
-from app.ui.markdown_render import markdown_parser
+from app.ui.chat.live_markdown import LiveBlocks, visible, visible_end
+from app.ui.chat.markdown import markdown_parser
 
 MD = markdown_parser()
 

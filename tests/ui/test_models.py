@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.chat.conversation import LiveConversation
 from app.chat.live_gauges import LiveGauges
 from app.engine.events import FirstToken, PrefillStarted, Progress, TextDelta
-from app.ui.markdown_render import MarkdownRenderer
+from app.ui.chat.markdown import MarkdownRenderer
 from tests.ui.conftest import reply_stats
 
 

@@ -84,7 +84,7 @@ def test_the_batch_window_on_a_server_keeps_requests_in_flight(qtbot, make_windo
 
 def test_the_connect_dialog_lists_the_servers_models_and_refuses_a_bad_url(qtbot, llama_server_v1,
                                                                           model_path):
-    from app.ui.connect_dialog import ConnectDialog
+    from app.ui.remote.dialog import ConnectDialog
 
     dlg = ConnectDialog()
     qtbot.addWidget(dlg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.config import AppConfig
 from app.engine.prompt import DEFAULT_FRAMING, EXAMPLES
-from app.ui.settings_dialog import SettingsDialog
+from app.ui.settings.dialog import SettingsDialog
 from tests.ui.conftest import ask, small_config
 
 

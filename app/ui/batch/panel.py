@@ -36,7 +36,7 @@ from app.engine.sampling import GenerationSettings
 from app.paths import data_dir
 from app.ui.batch.results import ResultDialog, ResultsTable, progress_line, summary_line
 from app.ui.batch.worker import BatchRunner, BatchSpec, BatchTarget
-from app.ui.message_bar import MessageBar
+from app.ui.widgets.message_bar import MessageBar
 
 REFRESH_MS = 100
 

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.batch.types import SlotResult
+from app.ui.widgets.rates import ceiling_line
 
 COLUMNS = ("custom_id", "status", "tokens", "TTFT", "tok/s", "reply")
 PREVIEW_CHARS = 80
@@ -46,16 +47,6 @@ def progress_line(p) -> str:
     chat = f" · chat {p.online_busy}" if p.online_busy else ""
     return (f"{rate}{avg} · ETA {fmt_eta(p.eta_s)} · {p.queued} queued · {p.failed} failed · "
             f"{p.generated} tokens{chat}" + (" · paused" if p.paused else "") + ceiling_line(p))
-
-
-def ceiling_line(p) -> str:
-    """' · 31% of the 620 tok/s ceiling for 8 sequences (memory bandwidth)', or nothing."""
-    if not p.ceiling_tok_s:
-        return ""
-    share = f"{100 * p.tok_s / p.ceiling_tok_s:.0f}% of " if p.tok_s else ""
-    bound = "memory bandwidth" if p.ceiling_bound == "bandwidth" else "arithmetic"
-    seqs = "1 sequence" if p.decoding == 1 else f"{p.decoding} sequences"
-    return f" · {share}the {p.ceiling_tok_s:.0f} tok/s ceiling for {seqs} ({bound})"
 
 
 def summary_line(sm) -> str:

@@ -6,7 +6,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from app.ui.colors import GENERATED, TTFT
+from app.ui.widgets.colors import GENERATED, TTFT
 
 
 class CompareChart(QWidget):

@@ -38,7 +38,7 @@ from app.engine.control import CancelToken
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 from app.ui.compare.chart import CompareChart
-from app.ui.message_bar import MessageBar
+from app.ui.widgets.message_bar import MessageBar
 
 
 def compare_choices(model_bar, endpoint_for) -> list:

@@ -25,10 +25,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.batch.results import ceiling_line
-from app.ui.charts import LineChart
-from app.ui.message_bar import MessageBar
 from app.ui.server.runner import DEFAULT_PORT, ServerRunner
+from app.ui.widgets.charts import LineChart
+from app.ui.widgets.message_bar import MessageBar
+from app.ui.widgets.rates import ceiling_line
 
 HISTORY_S = 60.0
 

@@ -3,7 +3,7 @@
 A single document keeps text selectable across messages. Finished messages
 are rendered from Markdown once. The message being streamed is rendered a
 block at a time: a top-level Markdown block is rendered once, when it is
-finished (app.ui.live_markdown says when), and only the open block after it
+finished (app.ui.chat.live_markdown says when), and only the open block after it
 is plain text appended with a QTextCursor (an open code block already in its
 code box), so one paint costs the same at token 10 and token 1,000 (re-setting
 the HTML of a growing reply is what makes other chat apps freeze on long
@@ -34,8 +34,8 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser
 
 from app.chat.conversation import LiveMessage
-from app.ui.live_markdown import LINE_BREAK, LiveBlocks
-from app.ui.markdown_render import MarkdownRenderer, Theme
+from app.ui.chat.live_markdown import LINE_BREAK, LiveBlocks
+from app.ui.chat.markdown import MarkdownRenderer, Theme
 
 ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System"}
 FOLLOW_SLACK_PX = 12  # this close to the bottom counts as "at the bottom"

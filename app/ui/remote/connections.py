@@ -16,7 +16,7 @@ from app.errors import LlamaDeskError
 from app.remote import keys as api_keys
 from app.remote.endpoint import Endpoint
 from app.ui.batch.worker import BatchTarget
-from app.ui.connect_dialog import ConnectDialog
+from app.ui.remote.dialog import ConnectDialog
 
 if TYPE_CHECKING:
     from app.ui.window import MainWindow

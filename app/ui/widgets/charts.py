@@ -13,7 +13,7 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFont, QPalette
 
 from app.chat.live_gauges import Turn
-from app.ui.colors import CACHED, CEILING, GENERATED, NEW, WAIT
+from app.ui.widgets.colors import CACHED, CEILING, GENERATED, NEW, WAIT
 
 pg.setConfigOptions(antialias=True)
 

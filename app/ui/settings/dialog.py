@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from app.config import AppConfig
 from app.engine import prompt_cache
 from app.engine.prompt import TranscriptFormat
-from app.ui.hardware_panel import HardwarePanel
+from app.ui.settings.hardware import HardwarePanel
 
 
 def _spin(lo: int, hi: int, value: int, special: str = "") -> QSpinBox:

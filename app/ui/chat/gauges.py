@@ -12,9 +12,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.chat.live_gauges import Snapshot, Turn
-from app.ui.charts import LineChart, TimelineChart
-from app.ui.colors import CACHED, GENERATED, NEW, WAIT
-from app.ui.meters import BigNumber, CeilingBar, KvBar
+from app.ui.chat.meters import BigNumber, CeilingBar, KvBar
+from app.ui.widgets.charts import LineChart, TimelineChart
+from app.ui.widgets.colors import CACHED, GENERATED, NEW, WAIT
 
 TTFT_HELP = ("Time to first token: from Send until the first word appears. It is mostly prefill, "
              "reading the whole prompt; a prefix still in the cache is not read again.")

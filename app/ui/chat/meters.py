@@ -11,7 +11,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.ui.colors import CACHED, CEILING, GENERATED, NEW
+from app.ui.widgets.colors import CACHED, CEILING, GENERATED, NEW
 
 
 class BigNumber(QFrame):

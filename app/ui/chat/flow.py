@@ -25,11 +25,11 @@ from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
 from app.history.records import INTERRUPTED
-from app.ui.chat_view import ChatView
-from app.ui.composer import Composer
-from app.ui.engine_thread import EngineBridge, Job
-from app.ui.gauges import GaugesPanel
-from app.ui.message_bar import MessageBar
+from app.ui.chat.composer import Composer
+from app.ui.chat.engine_thread import EngineBridge, Job
+from app.ui.chat.gauges import GaugesPanel
+from app.ui.chat.view import ChatView
+from app.ui.widgets.message_bar import MessageBar
 
 FRAME_MS = 16
 GAUGE_MS = 100
