@@ -9,18 +9,21 @@ code box), so one paint costs the same at token 10 and token 1,000 (re-setting
 the HTML of a growing reply is what makes other chat apps freeze on long
 answers). When the reply ends it is rendered whole into its frame, which
 draws its blocks where the live ones were drawn.
+
+What a message looks like (its frame, header, footer, the insets the live
+reply copies) is message_format's; this module places messages in the
+document, streams the live one and follows the end while the user does not
+scroll away.
 """
 
 from __future__ import annotations
 
-import html
 import time
 
 from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import (
     QColor,
     QGuiApplication,
-    QPalette,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -28,29 +31,26 @@ from PySide6.QtGui import (
     QTextDocumentFragment,
     QTextFrame,
     QTextFrameFormat,
-    QTextLength,
     QTextTable,
 )
 from PySide6.QtWidgets import QTextBrowser
 
 from app.chat.conversation import LiveMessage
 from app.ui.chat.live_markdown import LINE_BREAK, LiveBlocks
-from app.ui.chat.markdown import MarkdownRenderer, Theme
+from app.ui.chat.markdown import MarkdownRenderer
+from app.ui.chat.message_format import (
+    FRAME_PADDING,
+    ROLE_LABEL,
+    frame_format,
+    inset,
+    inset_root,
+    message_html,
+    tail_format,
+    theme_from,
+)
 
-ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System"}
 FOLLOW_SLACK_PX = 12  # this close to the bottom counts as "at the bottom"
-FRAME_PADDING = 8  # a message frame's padding, which the live reply's blocks copy as margins
-PARAGRAPH_MARGIN = 12  # QTextDocument's margin above a <p>
 CODE_PLACEHOLDER = "\u200b"  # stands in an open code box's cell until its text replaces it
-
-
-def theme_from(pal: QPalette) -> Theme:
-    base = pal.color(QPalette.ColorRole.Base)
-    dark = base.lightness() < 128
-    code = base.lighter(135) if dark else base.darker(106)
-    muted = pal.color(QPalette.ColorRole.PlaceholderText)
-    return Theme(dark=dark, code_bg=code.name(), muted=muted.name(),
-                 link=pal.color(QPalette.ColorRole.Link).name())
 
 
 class ChatView(QTextBrowser):
@@ -104,45 +104,8 @@ class ChatView(QTextBrowser):
         if ev.type() == ev.Type.PaletteChange:
             self.renderer.theme = theme_from(self.palette())
 
-    def _frame_format(self, role: str, out_of_context: bool) -> QTextFrameFormat:
-        pal = self.palette()
-        fmt = QTextFrameFormat()
-        fmt.setPadding(8)
-        fmt.setBottomMargin(6)
-        fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
-        if role == "user":
-            fmt.setBackground(pal.color(QPalette.ColorRole.AlternateBase))
-        if out_of_context:
-            fmt.setBorder(1)
-            fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Dashed)
-            fmt.setBorderBrush(QColor(self.renderer.theme.muted))
-        return fmt
-
-    def _header_html(self, role: str, out_of_context: bool, extra: str = "") -> str:
-        t = self.renderer.theme
-        tag = ""
-        if out_of_context:
-            tag = (f' &nbsp;<span style="color:{t.muted}; font-weight:normal;">'
-                   "· out of context (not sent to the model)</span>")
-        return f'<p style="margin:0px;"><b>{ROLE_LABEL.get(role, role)}</b>{tag}{extra}</p>'
-
-    def _message_html(self, msg: LiveMessage) -> str:
-        t = self.renderer.theme
-        if msg.role == "assistant":
-            body = self._render(msg.content) or "<p></p>"
-        else:  # the user's text is shown as typed, not interpreted
-            body = "<p>" + html.escape(msg.content).replace("\n", "<br>") + "</p>"
-        foot = ""
-        if msg.stats is not None:
-            st = msg.stats
-            err = f" · error: {html.escape(st.error)}" if st.error else ""
-            foot = (f'<p style="margin-top:4px; color:{t.muted}; font-size:small;">'
-                    f"{html.escape(st.summary())}{err}</p>")
-        cut = ""
-        if msg.state != "complete":  # a crash or a switch cut it off: say the text is partial
-            cut = (f' &nbsp;<span style="color:#c0392b; font-weight:normal;">'
-                   f"· {html.escape(msg.state)} (partial reply)</span>")
-        return self._header_html(msg.role, msg.out_of_context, cut) + body + foot
+    def _frame_format(self, msg: LiveMessage) -> QTextFrameFormat:
+        return frame_format(self.palette(), self.renderer.theme, msg.role, msg.out_of_context)
 
     def _render(self, text: str, live: list[int] | None = None) -> str:
         """Markdown to HTML, its code blocks kept under fresh copy numbers (noted in
@@ -176,8 +139,8 @@ class ChatView(QTextBrowser):
         self.follow = True
 
     def add_message(self, msg: LiveMessage) -> None:
-        frame, _ = self._new_frame(self._frame_format(msg.role, msg.out_of_context))
-        self._fill(frame, self._message_html(msg))
+        frame, _ = self._new_frame(self._frame_format(msg))
+        self._fill(frame, message_html(self.renderer.theme, msg, self._render))
         self._frames.append(frame)
 
     def update_message(self, index: int, msg: LiveMessage) -> None:
@@ -189,8 +152,8 @@ class ChatView(QTextBrowser):
         """
         before = self.document().characterCount()
         frame = self._frames[index]
-        frame.setFrameFormat(self._frame_format(msg.role, msg.out_of_context))
-        self._fill(frame, self._message_html(msg))
+        frame.setFrameFormat(self._frame_format(msg))
+        self._fill(frame, message_html(self.renderer.theme, msg, self._render))
         if self._live:
             moved = self.document().characterCount() - before
             self._live_start += moved
@@ -237,9 +200,9 @@ class ChatView(QTextBrowser):
         self._live_start = cur.position()
         bold = QTextCharFormat()
         bold.setFontWeight(700)
-        cur.insertBlock(_inset(QTextBlockFormat(), top=FRAME_PADDING), bold)
+        cur.insertBlock(inset(QTextBlockFormat(), top=FRAME_PADDING), bold)
         cur.insertText(ROLE_LABEL["assistant"], bold)
-        cur.insertBlock(self._tail_format(first=True), QTextCharFormat())
+        cur.insertBlock(tail_format(first=True), QTextCharFormat())
         self._live, self._live_has_text = True, False
         self._live_body = self._live_tail = cur.position()
         self._blocks = LiveBlocks(self.renderer.md)
@@ -298,7 +261,7 @@ class ChatView(QTextBrowser):
         if self._live_code is not None:
             line, chars = cur.blockFormat(), cur.charFormat()
         else:
-            line, chars = self._tail_format(first=False), QTextCharFormat()
+            line, chars = tail_format(first=False), QTextCharFormat()
         _insert_lines(cur, self._blocks.tail[self._shown:end], line, chars)
         self._shown = end
 
@@ -316,9 +279,9 @@ class ChatView(QTextBrowser):
         cur = self._end()
         fence = self._blocks.open_fence
         if fence is None:
-            cur.setBlockFormat(self._tail_format(first=True))
+            cur.setBlockFormat(tail_format(first=True))
             cur.setCharFormat(QTextCharFormat())
-            _insert_lines(cur, self._open_text(), self._tail_format(first=False), QTextCharFormat())
+            _insert_lines(cur, self._open_text(), tail_format(first=False), QTextCharFormat())
             return
         cur.setPosition(self._insert_html(self.renderer.open_code_html(fence.lang, CODE_PLACEHOLDER)))
         cur.deleteChar()  # the box ends in its own empty block: the tail's is one too many
@@ -344,7 +307,7 @@ class ChatView(QTextBrowser):
         doc = self._scratch
         doc.setDefaultFont(self.document().defaultFont())
         doc.setHtml("<p>-</p>" + markup.strip())
-        _inset_root(doc)
+        inset_root(doc)
         part = QTextCursor(doc)
         part.setPosition(doc.begin().length() - 1)
         part.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
@@ -352,11 +315,6 @@ class ChatView(QTextBrowser):
         cur.setPosition(self._live_tail - 1)
         cur.insertFragment(QTextDocumentFragment(part))
         return cur.position()
-
-    def _tail_format(self, first: bool) -> QTextBlockFormat:
-        """The open block's lines: a paragraph's top margin on the first, so the
-        text does not move when it is rendered as one."""
-        return _inset(QTextBlockFormat(), top=PARAGRAPH_MARGIN if first else 0)
 
     def end_live(self, msg: LiveMessage) -> None:
         """Render the finished reply once, as Markdown with its stats footer."""
@@ -396,27 +354,6 @@ class ChatView(QTextBrowser):
             from PySide6.QtGui import QDesktopServices
 
             QDesktopServices.openUrl(url)
-
-
-def _inset(fmt, top: float | None = None):
-    """A block's or a table's format with a message frame's side insets added."""
-    fmt.setLeftMargin(fmt.leftMargin() + FRAME_PADDING)
-    fmt.setRightMargin(fmt.rightMargin() + FRAME_PADDING)
-    if top is not None:
-        fmt.setTopMargin(top)
-    return fmt
-
-
-def _inset_root(doc: QTextDocument) -> None:
-    root = doc.rootFrame()
-    for frame in root.childFrames():
-        frame.setFrameFormat(_inset(frame.frameFormat()))
-    block = doc.begin()
-    while block.isValid():
-        cur = QTextCursor(block)
-        if cur.currentFrame() is root:
-            cur.setBlockFormat(_inset(block.blockFormat()))
-        block = block.next()
 
 
 def _insert_lines(cur: QTextCursor, text: str, line: QTextBlockFormat, chars: QTextCharFormat) -> None:

@@ -1,0 +1,110 @@
+"""How a message looks in the transcript: its frame, header, body and footer, and their insets.
+
+Apart from the view, which decides where in the document a message goes and
+when it is drawn, so the look is written once for both ways a message is
+drawn: a finished message fills a frame of frame_format with message_html,
+and the live reply, which streams into plain blocks of the root frame (see
+view.py), copies that frame's padding as its blocks' margins (inset,
+tail_format), so the finished frame draws its blocks where the live ones were.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+from PySide6.QtGui import (
+    QColor,
+    QPalette,
+    QTextBlockFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFrameFormat,
+    QTextLength,
+)
+
+from app.chat.conversation import LiveMessage
+from app.ui.chat.markdown import Theme
+
+ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System"}
+FRAME_PADDING = 8  # a message frame's padding, which the live reply's blocks copy as margins
+PARAGRAPH_MARGIN = 12  # QTextDocument's margin above a <p>
+
+
+def theme_from(pal: QPalette) -> Theme:
+    base = pal.color(QPalette.ColorRole.Base)
+    dark = base.lightness() < 128
+    code = base.lighter(135) if dark else base.darker(106)
+    muted = pal.color(QPalette.ColorRole.PlaceholderText)
+    return Theme(dark=dark, code_bg=code.name(), muted=muted.name(),
+                 link=pal.color(QPalette.ColorRole.Link).name())
+
+
+def frame_format(pal: QPalette, theme: Theme, role: str, out_of_context: bool) -> QTextFrameFormat:
+    fmt = QTextFrameFormat()
+    fmt.setPadding(FRAME_PADDING)
+    fmt.setBottomMargin(6)
+    fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
+    if role == "user":
+        fmt.setBackground(pal.color(QPalette.ColorRole.AlternateBase))
+    if out_of_context:
+        fmt.setBorder(1)
+        fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Dashed)
+        fmt.setBorderBrush(QColor(theme.muted))
+    return fmt
+
+
+def header_html(theme: Theme, role: str, out_of_context: bool, extra: str = "") -> str:
+    tag = ""
+    if out_of_context:
+        tag = (f' &nbsp;<span style="color:{theme.muted}; font-weight:normal;">'
+               "· out of context (not sent to the model)</span>")
+    return f'<p style="margin:0px;"><b>{ROLE_LABEL.get(role, role)}</b>{tag}{extra}</p>'
+
+
+def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str]) -> str:
+    """A finished message; `render` turns the assistant's Markdown into HTML (the view's, which
+    keeps the code blocks for their Copy links)."""
+    if msg.role == "assistant":
+        body = render(msg.content) or "<p></p>"
+    else:  # the user's text is shown as typed, not interpreted
+        body = "<p>" + html.escape(msg.content).replace("\n", "<br>") + "</p>"
+    foot = ""
+    if msg.stats is not None:
+        st = msg.stats
+        err = f" · error: {html.escape(st.error)}" if st.error else ""
+        foot = (f'<p style="margin-top:4px; color:{theme.muted}; font-size:small;">'
+                f"{html.escape(st.summary())}{err}</p>")
+    cut = ""
+    if msg.state != "complete":  # a crash or a switch cut it off: say the text is partial
+        cut = (f' &nbsp;<span style="color:#c0392b; font-weight:normal;">'
+               f"· {html.escape(msg.state)} (partial reply)</span>")
+    return header_html(theme, msg.role, msg.out_of_context, cut) + body + foot
+
+
+def inset(fmt, top: float | None = None):
+    """A block's or a table's format with a message frame's side insets added."""
+    fmt.setLeftMargin(fmt.leftMargin() + FRAME_PADDING)
+    fmt.setRightMargin(fmt.rightMargin() + FRAME_PADDING)
+    if top is not None:
+        fmt.setTopMargin(top)
+    return fmt
+
+
+def inset_root(doc: QTextDocument) -> None:
+    """Inset every top-level block and frame of `doc`, as if they stood in a message frame."""
+    root = doc.rootFrame()
+    for frame in root.childFrames():
+        frame.setFrameFormat(inset(frame.frameFormat()))
+    block = doc.begin()
+    while block.isValid():
+        cur = QTextCursor(block)
+        if cur.currentFrame() is root:
+            cur.setBlockFormat(inset(block.blockFormat()))
+        block = block.next()
+
+
+def tail_format(first: bool) -> QTextBlockFormat:
+    """The live reply's open block's lines: a paragraph's top margin on the first, so the
+    text does not move when it is rendered as one."""
+    return inset(QTextBlockFormat(), top=PARAGRAPH_MARGIN if first else 0)
