@@ -201,7 +201,7 @@ def _instrument(win) -> tuple[list[tuple[float, int]], list[float], QTimer]:
         elif isinstance(ev, Finished):
             streaming["on"] = False
 
-    win.bridge.event.connect(on_event)
+    win.bridge.reply_event.connect(on_event)
     beat = QTimer()
     beat.setTimerType(Qt.TimerType.PreciseTimer)
     beat.setInterval(HEARTBEAT_MS)

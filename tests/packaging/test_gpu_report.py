@@ -145,7 +145,7 @@ def test_settings_opened_from_the_window_get_its_load_report(qtbot, model_path, 
         assert _row(opened[-1].hardware.rows, "Model runs on") == [win.load_report.runs_on]
     finally:
         win.close()
-    assert win.bridge.thread.isFinished()
+    assert win.bridge.engine_thread.isFinished()
 
 
 def test_a_gpu_build_with_no_usable_gpu_is_not_called_a_cpu_build():

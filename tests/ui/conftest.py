@@ -53,7 +53,7 @@ def make_window(qtbot, model_path):
     yield make
     for win in made:
         win.close()
-        assert win.bridge.thread.isFinished(), "engine thread still running after close"
+        assert win.bridge.engine_thread.isFinished(), "engine thread still running after close"
 
 
 def decode_to_max_tokens(source):

@@ -93,7 +93,7 @@ def test_cancel_stops_and_joins_the_thread(qtbot, make_window, tmp_path):
     t = time.perf_counter()
     assert panel.cancel()
     assert time.perf_counter() - t < 2.0
-    assert panel.runner.thread is None and panel.start_button.isEnabled()
+    assert panel.runner.batch_thread is None and panel.start_button.isEnabled()
     out = tmp_path / "out.jsonl"
     written = len(_lines(out)) if out.exists() else 0
     assert written < 6  # 200-token requests were cut off, not finished
@@ -117,7 +117,7 @@ def test_bad_input_file_is_a_one_line_error(qtbot, make_window, tmp_path):
         panel.start()
     assert blocker.args[0] is None
     assert panel.bar.isVisible() and "empty" in panel.bar.text() and "\n" not in panel.bar.text()
-    assert panel.start_button.isEnabled() and panel.runner.thread is None
+    assert panel.start_button.isEnabled() and panel.runner.batch_thread is None
 
 
 def test_chat_during_a_batch_uses_the_online_slot(qtbot, make_window, tmp_path):
@@ -148,7 +148,7 @@ def test_closing_the_window_during_a_batch_exits_promptly(qtbot, make_window, tm
     t = time.perf_counter()
     win.close()
     assert time.perf_counter() - t < 3.0
-    assert panel.runner.thread is None and win.bridge.thread.isFinished()
+    assert panel.runner.batch_thread is None and win.bridge.engine_thread.isFinished()
 
 
 def test_chat_routed_to_the_batch_keeps_the_context_budget(qtbot, make_window, tmp_path):

@@ -77,11 +77,11 @@ def test_closing_during_generation_exits_promptly(qtbot, make_window):
     win.composer.set_text("Tell me a very long story.")
     win.flow.send()
     qtbot.waitUntil(lambda: win.view.stream_paints > 2, timeout=30_000)
-    assert win.bridge.thread.isRunning() and win.flow.busy
+    assert win.bridge.engine_thread.isRunning() and win.flow.busy
     t0 = time.perf_counter()
     win.close()
     assert time.perf_counter() - t0 < 2.0
-    assert win.bridge.thread.isFinished()
+    assert win.bridge.engine_thread.isFinished()
     assert win.bridge.worker.engine is None  # model freed
 
 
@@ -117,7 +117,7 @@ def test_run_window_on_qasync_closes_mid_reply(qtbot, model_path):
     rc = run_window(str(model_path))
     assert rc == 0
     assert time.perf_counter() - state["t0"] < 2.0
-    assert state["win"].bridge.thread.isFinished()
+    assert state["win"].bridge.engine_thread.isFinished()
 
 
 def test_a_partly_invalid_settings_file_is_kept_told_and_only_bad_values_reset(qtbot, make_window):

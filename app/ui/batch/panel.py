@@ -184,7 +184,7 @@ class BatchPanel(QWidget):
         return True
 
     def _connect(self, w) -> None:
-        w.event.connect(self._on_event)
+        w.batch_event.connect(self._on_event)
         w.started.connect(self._on_started)
         w.finished.connect(self._on_finished)
         w.failed.connect(self._on_failed)
@@ -211,10 +211,10 @@ class BatchPanel(QWidget):
         """Stop now and join the thread; finished results are already in the output file."""
         ok = self.runner.join(2.0)
         self._end()
-        return ok and self.runner.thread is None
+        return ok and self.runner.batch_thread is None
 
     def shutdown(self) -> bool:
-        return self.runner.thread is None or self.cancel()
+        return self.runner.batch_thread is None or self.cancel()
 
     def closeEvent(self, ev) -> None:
         self.shutdown()

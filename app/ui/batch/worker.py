@@ -59,7 +59,7 @@ class BatchSpec:
 
 
 class BatchWorker(QObject):
-    event = Signal(object)  # BatchProgress / RequestStarted / RequestDone
+    batch_event = Signal(object)  # BatchProgress / RequestStarted / RequestDone
     started = Signal(int, int)  # requests to decode, skipped (already in the output)
     finished = Signal(object)  # JobSummary
     failed = Signal(str)  # one line: bad input, no context
@@ -124,7 +124,7 @@ class BatchWorker(QObject):
         if isinstance(ev, RequestDone) and ev.result.stats.online:
             self._online_done(ev)  # a chat turn, not a batch result
         else:
-            self.event.emit(ev)
+            self.batch_event.emit(ev)
 
     # -- any thread -----------------------------------------------------------
     def _engine(self) -> BatchEngine | None:
@@ -205,30 +205,30 @@ class BatchRunner(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.thread: QThread | None = None
+        self.batch_thread: QThread | None = None
         self.worker: BatchWorker | None = None
         self.route_chat = False  # the Batch window's checkbox
 
     @property
     def running(self) -> bool:
-        return self.thread is not None and self.thread.isRunning()
+        return self.batch_thread is not None and self.batch_thread.isRunning()
 
     def start(self, spec: BatchSpec, connect: Callable[[BatchWorker], None]) -> BatchWorker:
         """`connect` wires the worker's signals before it runs, so a fast failure is not missed."""
         self.join()
-        self.thread = QThread()
-        self.thread.setObjectName("llamadesk-batch")
+        self.batch_thread = QThread()
+        self.batch_thread.setObjectName("llamadesk-batch")
         self.worker = BatchWorker()
-        self.worker.moveToThread(self.thread)
+        self.worker.moveToThread(self.batch_thread)
         self._request_run.connect(self.worker.run)
         # Direct: the thread's loop ends as soon as run() returns, not after a GUI round trip.
-        self.worker.finished.connect(self.thread.quit, Qt.ConnectionType.DirectConnection)
-        self.worker.failed.connect(self.thread.quit, Qt.ConnectionType.DirectConnection)
+        self.worker.finished.connect(self.batch_thread.quit, Qt.ConnectionType.DirectConnection)
+        self.worker.failed.connect(self.batch_thread.quit, Qt.ConnectionType.DirectConnection)
         self.worker.chat_event.connect(self.chat_event)
         self.worker.chat_replied.connect(self.chat_replied)
         self.worker.chat_failed.connect(self.chat_failed)
         connect(self.worker)
-        self.thread.start()
+        self.batch_thread.start()
         self._request_run.emit(spec)
         return self.worker
 
@@ -241,17 +241,17 @@ class BatchRunner(QObject):
 
     def join(self, timeout_s: float = 2.0) -> bool:
         """Cancel a running batch and wait for its thread; finished results are already on disk."""
-        if self.thread is None:
+        if self.batch_thread is None:
             return True
         if self.worker is not None:
             self.worker.cancel()
-        self.thread.quit()
-        ok = self.thread.wait(int(timeout_s * 1000))
+        self.batch_thread.quit()
+        ok = self.batch_thread.wait(int(timeout_s * 1000))
         if not ok:  # a context being created cannot be interrupted
             log.warning("batch thread still busy after %.1f s", timeout_s)
-            ok = self.thread.wait(30_000)
+            ok = self.batch_thread.wait(30_000)
         if ok:
             self._request_run.disconnect(self.worker.run)
-            self.thread = None
+            self.batch_thread = None
             self.worker = None
         return ok

@@ -68,7 +68,7 @@ class EngineWorker(QObject):
     load_progress = Signal(int, int)  # bytes done, total (default model assembly)
     loaded = Signal(object)  # Loaded
     load_failed = Signal(str)
-    event = Signal(object, object)  # job id, engine event
+    reply_event = Signal(object, object)  # job id, an engine event of that reply
     replied = Signal(object, object)  # Job, Reply
     failed = Signal(object, str, bool)  # Job, message, is a context overflow
 
@@ -110,7 +110,7 @@ class EngineWorker(QObject):
             self.failed.emit(job, "no model is loaded", False)
             return
         jid = job.id
-        emit = self.event.emit
+        emit = self.reply_event.emit
         try:
             reply = self.engine.reply(job.history, job.user_text, job.settings, job.system,
                                       on_event=lambda ev: emit(jid, ev), cancel=job.cancel)
@@ -151,7 +151,7 @@ class EngineBridge(QObject):
     loaded = Signal(object)  # Loaded
     load_failed = Signal(str)
     load_progress = Signal(int, int)
-    event = Signal(object, object)  # job id, engine event
+    reply_event = Signal(object, object)  # job id, an engine event of that reply
     replied = Signal(object, object)  # Job, Reply
     failed = Signal(object, str, bool)  # Job, message, is a context overflow
     _request_load = Signal(object)
@@ -159,15 +159,15 @@ class EngineBridge(QObject):
 
     def __init__(self, router: ChatRouter | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.thread = QThread()
-        self.thread.setObjectName("llamadesk-engine")
+        self.engine_thread = QThread()
+        self.engine_thread.setObjectName("llamadesk-engine")
         self.worker = EngineWorker()
-        self.worker.moveToThread(self.thread)
+        self.worker.moveToThread(self.engine_thread)
         self._request_load.connect(self.worker.load)
         self._request_generate.connect(self.worker.generate)
         w = self.worker
         self._forwarded = ((w.loaded, self.loaded), (w.load_failed, self.load_failed),
-                           (w.load_progress, self.load_progress), (w.event, self.event),
+                           (w.load_progress, self.load_progress), (w.reply_event, self.reply_event),
                            (w.replied, self.replied), (w.failed, self.failed))
         for src, dst in self._forwarded:
             src.connect(dst)
@@ -175,7 +175,7 @@ class EngineBridge(QObject):
         if router is not None:
             self.add_router(router)
         self.current: Job | None = None
-        self.thread.start()
+        self.engine_thread.start()
 
     def load(self, target: EngineTarget) -> None:
         self.stop()
@@ -183,7 +183,7 @@ class EngineBridge(QObject):
 
     def add_router(self, router: ChatRouter) -> None:
         """Routers are asked in order (the Batch window's online slot, then the server's)."""
-        router.chat_event.connect(self.event)
+        router.chat_event.connect(self.reply_event)
         router.chat_replied.connect(self.replied)
         router.chat_failed.connect(self.failed)
         self.routers.append(router)
@@ -209,7 +209,7 @@ class EngineBridge(QObject):
         before anything waits for the thread, so quitting never hangs on a
         reply that is still decoding.
         """
-        if not self.thread.isRunning():
+        if not self.engine_thread.isRunning():
             self.worker.close_engine()
             return True
         self.worker.stopping = True
@@ -221,12 +221,12 @@ class EngineBridge(QObject):
                     src.disconnect()
                 except (RuntimeError, TypeError):
                     pass
-        self.thread.quit()
-        ok = self.thread.wait(int(timeout_s * 1000))
+        self.engine_thread.quit()
+        ok = self.engine_thread.wait(int(timeout_s * 1000))
         if not ok:
             # Only a model load (not interruptible inside llama.cpp) gets here.
             log.warning("engine thread still busy after %.1f s; waiting for the load", timeout_s)
-            ok = self.thread.wait(30_000)
+            ok = self.engine_thread.wait(30_000)
         if ok:
             self.worker.close_engine()
         return ok

@@ -65,7 +65,7 @@ class ChatFlow(QObject):
         self._save = QTimer(self)
         self._save.setInterval(int(SAVE_EVERY_S * 1000))
         self._save.timeout.connect(self._save_progress)
-        bridge.event.connect(self._on_event)
+        bridge.reply_event.connect(self._on_event)
         bridge.replied.connect(self._on_replied)
         bridge.failed.connect(self._on_failed)
         composer.send_clicked.connect(self.send)

@@ -126,15 +126,15 @@ class CompareWindow(QWidget):
         self.texts = QSplitter(Qt.Orientation.Horizontal)
         self.chart = CompareChart()
         self._build()
-        self.thread = QThread()
-        self.thread.setObjectName("llamadesk-compare")
+        self.compare_thread = QThread()
+        self.compare_thread.setObjectName("llamadesk-compare")
         self.worker = _Worker()
-        self.worker.moveToThread(self.thread)
+        self.worker.moveToThread(self.compare_thread)
         self._start.connect(self.worker.run)
         self.worker.progress.connect(self._on_progress)
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)
-        self.thread.start()
+        self.compare_thread.start()
         self.refresh_choices()
         self.resize(1000, 760)
 
@@ -365,8 +365,8 @@ class CompareWindow(QWidget):
 
     def shutdown(self) -> None:
         self.cancel()
-        self.thread.quit()
-        self.thread.wait(30_000)
+        self.compare_thread.quit()
+        self.compare_thread.wait(30_000)
 
     def closeEvent(self, ev) -> None:
         self.cancel()
