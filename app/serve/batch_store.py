@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from app import atomic_file
@@ -36,6 +37,8 @@ BATCH_FIELDS = ("id", "input_file_id", "endpoint", "completion_window", "status"
 
 
 class BatchStore:
+    """Every method blocks on SQLite or the disk: async routes call it in a worker thread."""
+
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         (self.folder / "files").mkdir(parents=True, exist_ok=True)
@@ -50,11 +53,15 @@ class BatchStore:
             self.db.close()
 
     # -- files ----------------------------------------------------------------
-    def add_file(self, purpose: str, filename: str, data: bytes) -> dict:
+    def add_file(self, purpose: str, filename: str, data: bytes | Iterable[bytes]) -> dict:
+        """`data` whole, or in pieces (an upload, checked as it is copied: a piece that raises
+        leaves no file behind)."""
         fid = f"file-{uuid.uuid4().hex[:24]}"
         path = self.folder / "files" / fid
-        atomic_file.write_bytes(path, data)
-        row = (fid, purpose, filename, len(data), int(time.time()), str(path))
+        pieces = [data] if isinstance(data, bytes) else data
+        with atomic_file.replacing_fd(path) as fd:
+            size = sum(atomic_file.write_all(fd, piece) for piece in pieces)
+        row = (fid, purpose, filename, size, int(time.time()), str(path))
         with self._lock:
             self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?)", row)
         return self.file(fid)
@@ -65,8 +72,7 @@ class BatchStore:
                                 (fid,)).fetchone()
         if r is None:
             return None
-        return {"id": r[0], "object": "file", "purpose": r[1], "filename": r[2], "bytes": r[3],
-                "created_at": r[4], "status": "processed", "path": r[5]}
+        return dict(zip(("id", "purpose", "filename", "bytes", "created_at", "path"), r))
 
     def files(self) -> list[dict]:
         with self._lock:
@@ -84,6 +90,9 @@ class BatchStore:
         return self.batch(bid)
 
     def update(self, bid: str, **fields) -> None:
+        """`errors`, if given, is OpenAI's errors list (protocol.batch_errors), kept as JSON text."""
+        if fields.get("errors") is not None:
+            fields["errors"] = json.dumps(fields["errors"])
         cols = ", ".join(f"{k}=?" for k in fields)
         with self._lock:
             self.db.execute(f"UPDATE batches SET {cols} WHERE id=?", (*fields.values(), bid))
@@ -97,7 +106,12 @@ class BatchStore:
         with self._lock:
             r = self.db.execute(f"SELECT {', '.join(BATCH_FIELDS)} FROM batches WHERE id=?",
                                 (bid,)).fetchone()
-        return None if r is None else dict(zip(BATCH_FIELDS, r))
+        if r is None:
+            return None
+        b = dict(zip(BATCH_FIELDS, r))
+        b["errors"] = json.loads(b["errors"]) if b["errors"] else None
+        b["metadata"] = json.loads(b["metadata"]) if b["metadata"] else None
+        return b
 
     def batches(self) -> list[dict]:
         with self._lock:
@@ -111,20 +125,3 @@ class BatchStore:
     def journal_path(self, bid: str) -> Path:
         return self.folder / "journals" / f"{bid}.jsonl"
 
-
-def batch_object(b: dict) -> dict:
-    """OpenAI's batch object."""
-    return {"id": b["id"], "object": "batch", "endpoint": b["endpoint"],
-            "errors": json.loads(b["errors"]) if b["errors"] else None,
-            "input_file_id": b["input_file_id"], "completion_window": b["completion_window"],
-            "status": b["status"], "output_file_id": b["output_file_id"], "error_file_id": b["error_file_id"],
-            "created_at": b["created_at"], "in_progress_at": b["in_progress_at"],
-            "expires_at": b["created_at"] + 24 * 3600, "finalizing_at": b["finalizing_at"],
-            "completed_at": b["completed_at"], "failed_at": b["failed_at"], "expired_at": None,
-            "cancelling_at": b["cancelling_at"], "cancelled_at": b["cancelled_at"],
-            "request_counts": {"total": b["total"], "completed": b["completed"], "failed": b["failed"]},
-            "metadata": json.loads(b["metadata"]) if b["metadata"] else None}
-
-
-def file_object(f: dict) -> dict:
-    return {k: v for k, v in f.items() if k != "path"}

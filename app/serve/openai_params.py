@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from app.batchfile.fields import is_text, messages, settings_from_body
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
+from app.serve.http import ApiError, bad
 
 # Fields that carry no behaviour we could fail to honour.
 HARMLESS = {"user", "metadata", "store", "service_tier", "parallel_tool_calls"}
@@ -22,23 +23,6 @@ COMMON = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p"
 CHAT = COMMON | {"messages", "response_format", "tools", "tool_choice", "functions", "function_call",
                  "reasoning_effort", "modalities", "audio", "prediction", "web_search_options"}
 COMPLETION = COMMON | {"prompt", "echo", "best_of", "suffix"}
-
-
-class ApiError(Exception):
-    """An OpenAI-shaped error: {"error": {"message", "type", "param", "code"}} with `status`."""
-
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 kind: str = "invalid_request_error", headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
-        self.headers = headers or {}
-
-    def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
-
-
-def bad(param: str, message: str) -> ApiError:
-    return ApiError(400, message, param, "invalid_value")
 
 
 @dataclass

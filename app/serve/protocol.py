@@ -1,0 +1,318 @@
+"""The OpenAI objects this server returns, each a TypedDict with the one function that builds it.
+
+The official `openai` client, LlamaDesk's own remote engine and llama.cpp-aware
+clients read these key by key, so each shape is written down once, here, and
+every route builds it through these functions instead of by hand.
+TypedDicts rather than pydantic models: a stream builds one chunk per token,
+and a plain dict costs nothing to make or to json.dumps (a model_dump per
+token costs measurable decode throughput).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal, NotRequired, TypedDict
+
+from app.batch.types import SlotStats
+
+Kind = Literal["chat", "completion"]
+# OpenAI has no finish_reason for an error or a cancel; an answer cut short by one reads "stop".
+FINISH = {"stop": "stop", "length": "length", "error": "stop", "cancelled": "stop"}
+
+
+class PromptTokensDetails(TypedDict):
+    cached_tokens: int
+
+
+class Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class Timings(TypedDict):
+    """llama-server's `timings`: prefill and decode apart, which `usage` cannot say."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_second: float | None
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_second: float | None
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(TypedDict):
+    index: int
+    message: AssistantMessage
+    finish_reason: str
+
+
+class TextChoice(TypedDict):
+    """A text_completion's choice, whole or as a stream chunk's (finish_reason None until the last)."""
+
+    index: int
+    text: str
+    logprobs: None
+    finish_reason: str | None
+
+
+class ChatDelta(TypedDict, total=False):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChunkChoice(TypedDict):
+    index: int
+    delta: ChatDelta
+    finish_reason: str | None
+
+
+class ChatCompletion(TypedDict):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+    timings: Timings
+
+
+class TextCompletion(TypedDict):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[TextChoice]
+    usage: Usage
+    timings: Timings
+
+
+class ChatCompletionChunk(TypedDict):
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: NotRequired[Usage]  # the extra last chunk of stream_options.include_usage
+    timings: NotRequired[Timings]  # the finish chunk and the usage chunk
+
+
+class TextCompletionChunk(TypedDict):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[TextChoice]
+    usage: NotRequired[Usage]
+    timings: NotRequired[Timings]
+
+
+Chunk = ChatCompletionChunk | TextCompletionChunk
+
+
+class ModelMeta(TypedDict):
+    n_ctx: int  # what llama-server's /v1/models says; the remote engine reads its context here
+
+
+class Model(TypedDict):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    meta: ModelMeta
+
+
+class ModelList(TypedDict):
+    object: Literal["list"]
+    data: list[Model]
+
+
+class FileObject(TypedDict):
+    id: str
+    object: Literal["file"]
+    purpose: str
+    filename: str
+    bytes: int
+    created_at: int
+    status: Literal["processed"]
+
+
+class FileList(TypedDict):
+    object: Literal["list"]
+    data: list[FileObject]
+
+
+class BatchError(TypedDict):
+    code: str
+    message: str
+    line: NotRequired[int | None]
+
+
+class BatchErrors(TypedDict):
+    object: Literal["list"]
+    data: list[BatchError]
+
+
+class RequestCounts(TypedDict):
+    total: int
+    completed: int
+    failed: int
+
+
+class BatchObject(TypedDict):
+    id: str
+    object: Literal["batch"]
+    endpoint: str
+    errors: BatchErrors | None
+    input_file_id: str
+    completion_window: str
+    status: str
+    output_file_id: str | None
+    error_file_id: str | None
+    created_at: int
+    in_progress_at: int | None
+    expires_at: int
+    finalizing_at: int | None
+    completed_at: int | None
+    failed_at: int | None
+    expired_at: None
+    cancelling_at: int | None
+    cancelled_at: int | None
+    request_counts: RequestCounts
+    metadata: dict | None
+
+
+class BatchList(TypedDict):
+    object: Literal["list"]
+    data: list[BatchObject]
+    has_more: bool
+    first_id: str | None
+    last_id: str | None
+
+
+class ErrorDetail(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(TypedDict):
+    error: ErrorDetail
+
+
+# -- online -------------------------------------------------------------------
+def usage(st: SlotStats) -> Usage:
+    prompt, done = st.prompt_tokens or 0, st.completion_tokens or 0
+    return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done,
+            "prompt_tokens_details": {"cached_tokens": st.cached_tokens}}
+
+
+def timings(st: SlotStats) -> Timings:
+    prompt_n = (st.prompt_tokens or 0) - st.cached_tokens
+    prompt_ms = ((st.first_token_at or st.finished_at or 0) - (st.slot_start or 0)) * 1000
+    predicted_ms = ((st.finished_at or 0) - (st.first_token_at or st.finished_at or 0)) * 1000
+    return {"cache_n": st.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
+            "prompt_per_second": prompt_n / prompt_ms * 1000 if prompt_ms > 0 else None,
+            "predicted_n": st.completion_tokens or 0, "predicted_ms": predicted_ms,
+            "predicted_per_second": st.decode_tok_s}
+
+
+def completion_id(kind: Kind, hex24: str) -> str:
+    return f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{hex24}"
+
+
+def completion(kind: Kind, ident: str, model: str, text: str,
+               st: SlotStats) -> ChatCompletion | TextCompletion:
+    """The whole answer of a request that did not stream."""
+    finish = FINISH.get(st.stop_reason, "stop")
+    if kind == "chat":
+        chat: ChatCompletion = {
+            "id": ident, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": finish}],
+            "usage": usage(st), "timings": timings(st)}
+        return chat
+    plain: TextCompletion = {
+        "id": ident, "object": "text_completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+        "usage": usage(st), "timings": timings(st)}
+    return plain
+
+
+def chunk(kind: Kind, ident: str, model: str, piece: str | None, finish: str | None = None,
+          role: bool = False) -> Chunk:
+    """One stream chunk: the chat's opening role chunk (`role`), a piece of text, or the finish."""
+    if kind == "chat":
+        delta: ChatDelta = ({"role": "assistant", "content": ""} if role
+                            else {"content": piece} if piece else {})
+        chat: ChatCompletionChunk = {
+            "id": ident, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return chat
+    plain: TextCompletionChunk = {
+        "id": ident, "object": "text_completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "text": piece or "", "logprobs": None, "finish_reason": finish}]}
+    return plain
+
+
+def finish_chunk(kind: Kind, ident: str, model: str, st: SlotStats) -> Chunk:
+    last = chunk(kind, ident, model, None, FINISH.get(st.stop_reason, "stop"))
+    last["timings"] = timings(st)
+    return last
+
+
+def usage_chunk(kind: Kind, ident: str, model: str, st: SlotStats) -> Chunk:
+    """stream_options.include_usage's extra chunk: no choices, the usage."""
+    tail = chunk(kind, ident, model, None)
+    tail["choices"] = []
+    tail["usage"], tail["timings"] = usage(st), timings(st)
+    return tail
+
+
+def model_list(model_id: str, created: int, n_ctx: int) -> ModelList:
+    return {"object": "list", "data": [{"id": model_id, "object": "model", "created": created,
+                                        "owned_by": "llamadesk", "meta": {"n_ctx": n_ctx}}]}
+
+
+def error_body(message: str, kind: str, param: str | None, code: str | None) -> ErrorBody:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+# -- files and batches (from BatchStore's rows) --------------------------------
+def file_object(row: dict) -> FileObject:
+    return {"id": row["id"], "object": "file", "purpose": row["purpose"], "filename": row["filename"],
+            "bytes": row["bytes"], "created_at": row["created_at"], "status": "processed"}
+
+
+def file_list(rows: list[dict]) -> FileList:
+    return {"object": "list", "data": [file_object(r) for r in rows]}
+
+
+def batch_errors(*errors: BatchError) -> BatchErrors:
+    return {"object": "list", "data": list(errors)}
+
+
+def batch_object(b: dict) -> BatchObject:
+    return {"id": b["id"], "object": "batch", "endpoint": b["endpoint"], "errors": b["errors"],
+            "input_file_id": b["input_file_id"], "completion_window": b["completion_window"],
+            "status": b["status"], "output_file_id": b["output_file_id"], "error_file_id": b["error_file_id"],
+            "created_at": b["created_at"], "in_progress_at": b["in_progress_at"],
+            "expires_at": b["created_at"] + 24 * 3600, "finalizing_at": b["finalizing_at"],
+            "completed_at": b["completed_at"], "failed_at": b["failed_at"], "expired_at": None,
+            "cancelling_at": b["cancelling_at"], "cancelled_at": b["cancelled_at"],
+            "request_counts": {"total": b["total"], "completed": b["completed"], "failed": b["failed"]},
+            "metadata": b["metadata"]}
+
+
+def batch_list(rows: list[dict]) -> BatchList:
+    items = [batch_object(b) for b in rows]
+    return {"object": "list", "data": items, "has_more": False,
+            "first_id": items[0]["id"] if items else None, "last_id": items[-1]["id"] if items else None}
