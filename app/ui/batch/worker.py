@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.batch.backend import SlotBackend
 from app.batch.engine import DEFAULT_SLOT_CTX, BatchEngine
@@ -33,6 +33,7 @@ from app.chat.routed import RoutedTurn
 from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
+from app.ui.threads import WorkerThread
 
 log = logging.getLogger("llamadesk.ui.batch")
 _online_ids = itertools.count(1)
@@ -205,7 +206,7 @@ class BatchRunner(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.batch_thread: QThread | None = None
+        self.batch_thread: WorkerThread | None = None
         self.worker: BatchWorker | None = None
         self.route_chat = False  # the Batch window's checkbox
 
@@ -216,21 +217,20 @@ class BatchRunner(QObject):
     def start(self, spec: BatchSpec, connect: Callable[[BatchWorker], None]) -> BatchWorker:
         """`connect` wires the worker's signals before it runs, so a fast failure is not missed."""
         self.join()
-        self.batch_thread = QThread()
-        self.batch_thread.setObjectName("llamadesk-batch")
-        self.worker = BatchWorker()
-        self.worker.moveToThread(self.batch_thread)
-        self._request_run.connect(self.worker.run)
-        # Direct: the thread's loop ends as soon as run() returns, not after a GUI round trip.
-        self.worker.finished.connect(self.batch_thread.quit, Qt.ConnectionType.DirectConnection)
-        self.worker.failed.connect(self.batch_thread.quit, Qt.ConnectionType.DirectConnection)
-        self.worker.chat_event.connect(self.chat_event)
-        self.worker.chat_replied.connect(self.chat_replied)
-        self.worker.chat_failed.connect(self.chat_failed)
-        connect(self.worker)
+        self.worker = w = BatchWorker()
+        # quit_on: the thread's loop ends as soon as run() returns, not after a GUI round trip.
+        self.batch_thread = WorkerThread("llamadesk-batch", w, requests=((self._request_run, w.run),),
+                                         quit_on=(w.finished, w.failed), stop=w.cancel, log=log,
+                                         busy="batch thread still busy after %.1f s")
+        # Not cut off at shutdown (not `forward`): a chat turn routed here still hears that it
+        # failed when the batch stops under it.
+        w.chat_event.connect(self.chat_event)
+        w.chat_replied.connect(self.chat_replied)
+        w.chat_failed.connect(self.chat_failed)
+        connect(w)
         self.batch_thread.start()
         self._request_run.emit(spec)
-        return self.worker
+        return w
 
     def pause(self, on: bool) -> None:
         if self.worker is not None:
@@ -240,18 +240,12 @@ class BatchRunner(QObject):
         return self.route_chat and self.running and self.worker is not None and self.worker.route(job)
 
     def join(self, timeout_s: float = 2.0) -> bool:
-        """Cancel a running batch and wait for its thread; finished results are already on disk."""
+        """Cancel a running batch and wait for its thread; finished results are already on disk.
+        Only a context being created (not interruptible) outlasts `timeout_s` (threads.py)."""
         if self.batch_thread is None:
             return True
-        if self.worker is not None:
-            self.worker.cancel()
-        self.batch_thread.quit()
-        ok = self.batch_thread.wait(int(timeout_s * 1000))
-        if not ok:  # a context being created cannot be interrupted
-            log.warning("batch thread still busy after %.1f s", timeout_s)
-            ok = self.batch_thread.wait(30_000)
+        ok = self.batch_thread.shutdown(timeout_s)
         if ok:
-            self._request_run.disconnect(self.worker.run)
             self.batch_thread = None
             self.worker = None
         return ok

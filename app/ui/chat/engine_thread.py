@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.chat.engines import EngineTarget, ReplyEngine, WhereItRuns, open_engine
 from app.engine.control import CancelToken
@@ -33,6 +32,7 @@ from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
 from app.errors import LlamaDeskError
+from app.ui.threads import WorkerThread
 
 log = logging.getLogger("llamadesk.ui.engine")
 _ids = itertools.count(1)
@@ -159,18 +159,14 @@ class EngineBridge(QObject):
 
     def __init__(self, router: ChatRouter | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.engine_thread = QThread()
-        self.engine_thread.setObjectName("llamadesk-engine")
-        self.worker = EngineWorker()
-        self.worker.moveToThread(self.engine_thread)
-        self._request_load.connect(self.worker.load)
-        self._request_generate.connect(self.worker.generate)
-        w = self.worker
-        self._forwarded = ((w.loaded, self.loaded), (w.load_failed, self.load_failed),
-                           (w.load_progress, self.load_progress), (w.reply_event, self.reply_event),
-                           (w.replied, self.replied), (w.failed, self.failed))
-        for src, dst in self._forwarded:
-            src.connect(dst)
+        self.worker = w = EngineWorker()
+        self.engine_thread = WorkerThread(
+            "llamadesk-engine", w,
+            requests=((self._request_load, w.load), (self._request_generate, w.generate)),
+            forward=((w.loaded, self.loaded), (w.load_failed, self.load_failed),
+                     (w.load_progress, self.load_progress), (w.reply_event, self.reply_event),
+                     (w.replied, self.replied), (w.failed, self.failed)),
+            stop=self._stop_work, log=log, busy="engine thread still busy after %.1f s; waiting for the load")
         self.routers: list[ChatRouter] = []
         if router is not None:
             self.add_router(router)
@@ -202,31 +198,19 @@ class EngineBridge(QObject):
         if self.current is job:
             self.current = None
 
+    def _stop_work(self) -> None:
+        self.worker.stopping = True  # a load gives up at its next progress report, or frees its model
+        self.stop()
+
     def shutdown(self, timeout_s: float = 2.0) -> bool:
         """Stop the reply, end the thread, free the model. Safe to call twice.
 
         The order matters (qasync issue 115): the running job is told to stop
         before anything waits for the thread, so quitting never hangs on a
-        reply that is still decoding.
+        reply that is still decoding. Only a model load (not interruptible
+        inside llama.cpp) outlasts `timeout_s`; it is waited for (threads.py).
         """
-        if not self.engine_thread.isRunning():
-            self.worker.close_engine()
-            return True
-        self.worker.stopping = True
-        self.stop()
-        for src, _dst in self._forwarded:
-            with warnings.catch_warnings():  # PySide warns when nothing was connected
-                warnings.simplefilter("ignore")
-                try:
-                    src.disconnect()
-                except (RuntimeError, TypeError):
-                    pass
-        self.engine_thread.quit()
-        ok = self.engine_thread.wait(int(timeout_s * 1000))
-        if not ok:
-            # Only a model load (not interruptible inside llama.cpp) gets here.
-            log.warning("engine thread still busy after %.1f s; waiting for the load", timeout_s)
-            ok = self.engine_thread.wait(30_000)
+        ok = self.engine_thread.shutdown(timeout_s)
         if ok:
             self.worker.close_engine()
         return ok

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -38,6 +38,7 @@ from app.engine.control import CancelToken
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 from app.ui.compare.chart import CompareChart
+from app.ui.threads import WorkerThread
 from app.ui.widgets.message_bar import MessageBar
 
 
@@ -126,11 +127,9 @@ class CompareWindow(QWidget):
         self.texts = QSplitter(Qt.Orientation.Horizontal)
         self.chart = CompareChart()
         self._build()
-        self.compare_thread = QThread()
-        self.compare_thread.setObjectName("llamadesk-compare")
         self.worker = _Worker()
-        self.worker.moveToThread(self.compare_thread)
-        self._start.connect(self.worker.run)
+        self.compare_thread = WorkerThread("llamadesk-compare", self.worker,
+                                           requests=((self._start, self.worker.run),), stop=self.cancel)
         self.worker.progress.connect(self._on_progress)
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)
@@ -364,9 +363,8 @@ class CompareWindow(QWidget):
                 self.bar.show_message(str(e), "error")
 
     def shutdown(self) -> None:
-        self.cancel()
-        self.compare_thread.quit()
-        self.compare_thread.wait(30_000)
+        """Cancel the run and end the thread; a target being loaded gets 30 s to finish."""
+        self.compare_thread.shutdown(30.0, patience_s=0)
 
     def closeEvent(self, ev) -> None:
         self.cancel()
