@@ -18,6 +18,7 @@ from app.chat.remote_engine import RemoteChatEngine
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
+from app.remote.errors import RemoteError
 
 PROMPT = "Write a long story about a dragon who learns to paint."
 CONCURRENCY = (1, 4, 8)
@@ -34,12 +35,22 @@ def _med(xs: list) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _measured(eng: RemoteChatEngine, prompt: str, tokens: int):
+    """One reply's stats, or RemoteError: a benchmark of replies that failed, or that carried
+    no text, would report success with every figure empty."""
+    st = eng.reply([], prompt, _greedy(tokens)).stats
+    if st.error is not None:
+        raise RemoteError(eng.endpoint.base_url, f"the benchmark's reply failed: {st.error}")
+    if st.ttft_s is None:
+        raise RemoteError(eng.endpoint.base_url, "the server answered the benchmark's request with no text")
+    return st
+
+
 def _single(eng: RemoteChatEngine, tokens: int, rounds: int) -> dict:
     rows = []
     for i in range(rounds):
         # A different first word each round: no round reuses another's cached prompt.
-        r = eng.reply([], f"{i}. {PROMPT}", _greedy(tokens))
-        rows.append(r.stats)
+        rows.append(_measured(eng, f"{i}. {PROMPT}", tokens))
     out = {"ttft_s": _med([s.ttft_s for s in rows]),
            "wall_decode_tok_s": _med([s.wall_decode_tok_s for s in rows]),
            "server_decode_tok_s": _med([s.decode_tok_s for s in rows]),
@@ -92,7 +103,7 @@ def run_remote_bench(endpoint: Endpoint, model: str | None, prompt_format: str, 
                      rounds: int) -> dict:
     eng = RemoteChatEngine(endpoint, model, prompt_format=prompt_format)
     try:
-        eng.reply([], "Warm up.", _greedy(4))
+        _measured(eng, "Warm up.", 4)
         result = {"server": eng.info.kind, "version": eng.info.version, "base_url": endpoint.base_url,
                   "model": eng.remote_model.id, "n_ctx": eng.n_ctx, "tokens": tokens, "rounds": rounds}
         result.update(_single(eng, tokens, rounds))

@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
-from app.commands.common import add_endpoint_args, add_model_args, endpoint_from_args, load_options
+from app.commands.common import (
+    add_endpoint_args,
+    add_model_args,
+    check_range,
+    endpoint_from_args,
+    load_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -62,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> dict:
     """The one benchmark the (mutually exclusive) mode flags chose."""
+    check_range("--messages", args.messages, 1, 1_000_000)
+    check_range("--tokens", args.tokens, 2, 1_000_000)
+    check_range("--rounds", args.rounds, 1, 1000)
     endpoint = endpoint_from_args(args)
     if endpoint is not None:
         if args.store or args.batch or args.quality or args.cold_start or args.gui or args.serve:

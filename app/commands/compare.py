@@ -117,15 +117,24 @@ def run(args: argparse.Namespace) -> int:
                                                               args.warmup, progress, cancel))
     if sys.stderr.isatty():
         sys.stderr.write("\r\x1b[2K")
-    if out is not None:
-        out.write_text(EXPORTERS[out.suffix.lower()](cmp), encoding="utf-8")
-        note(f"wrote {out}")
     from app.compare import saved
 
-    try:  # kept in the history, for the Compare window's "Earlier" list
-        saved.save(to_json(cmp))
+    try:  # kept first, for the Compare window's "Earlier" list: a failed export then loses nothing
+        kept = saved.save(to_json(cmp))
     except OSError as e:
+        kept = None
         note(f"could not keep the comparison in the history: {e}")
+    export_failed = False
+    if out is not None:
+        from app.history.errors import ExportError
+        from app.history.export.writer import write_text as write_export
+
+        try:  # the exports' own writer: atomic for a file, straight through for a pipe or a device
+            write_export(out, EXPORTERS[out.suffix.lower()](cmp))
+            note(f"wrote {out}")
+        except ExportError as e:
+            export_failed = True
+            note(f"{e}" + (f"; the comparison is kept in {kept}" if kept else ""))
     if args.json:
         json.dump(to_json(cmp), sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -138,4 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if cmp.cancelled:
         note("interrupted: the table holds what finished")
         return 130
-    return 0
+    if len(failed) == len(cmp.rows):
+        note("every target failed: nothing was measured")
+        return 1
+    return 1 if export_failed else 0

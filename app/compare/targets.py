@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.chat.engines import EngineTarget
-from app.engine.loader import LoadOptions
+from app.engine.loader import MAX_BATCH, MAX_N_CTX, MAX_THREADS, LoadOptions
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
 from app.remote.keys import key_from_env
@@ -23,6 +23,9 @@ LOAD_KEYS = {"threads": "n_threads", "ctx": "n_ctx", "gpu_layers": "n_gpu_layers
              "kv": "kv_type", "batch": "n_batch", "ubatch": "n_ubatch"}
 SAMPLING_KEYS = {"temperature": float, "top_p": float, "top_k": int, "min_p": float, "repeat_penalty": float,
                  "seed": int, "max_tokens": int}
+# What llama.cpp can hold, checked before anything loads (ubatch=2147483647 asked it for 2 PiB).
+LOAD_RANGES = {"threads": (1, MAX_THREADS), "ctx": (256, MAX_N_CTX), "gpu_layers": (-1, 10_000),
+               "batch": (1, MAX_BATCH), "ubatch": (1, MAX_BATCH)}
 MIN_TARGETS, MAX_TARGETS = 2, 6
 
 
@@ -119,8 +122,8 @@ def apply_set(t: Target, item: str) -> None:
                 raise ValueError(f"--set kv= takes f16, q8_0 or q4_0, got {value!r}")
             t.load.kv_type = value
         else:
-            lo = -1 if key == "gpu_layers" else 1 if key in ("threads", "batch", "ubatch") else 256
-            setattr(t.load, LOAD_KEYS[key], _int(key, value, lo))
+            lo, hi = LOAD_RANGES[key]
+            setattr(t.load, LOAD_KEYS[key], _int(key, value, lo, hi))
     else:
         known = ", ".join([*LOAD_KEYS, *SAMPLING_KEYS])
         raise ValueError(f"--set {key}: unknown setting (known: {known})")

@@ -144,6 +144,9 @@ def _construct(path: Path, opts: LoadOptions, n_gpu_layers: int) -> Llama:
 # silently, so a huge --ctx would become a tiny context that aborts the process.
 MAX_N_CTX = 2**32 - 256
 MAX_THREADS = 512
+# llama.cpp reserves room for every batch token's logits (n_vocab floats each: 1 MiB for Gemma's
+# 262k vocabulary), so a batch much past llama-server's 2048 only buys memory.
+MAX_BATCH = 8192
 
 
 def _check_limits(p: Path, opts: LoadOptions) -> None:
@@ -156,6 +159,9 @@ def _check_limits(p: Path, opts: LoadOptions) -> None:
     if opts.n_ctx > MAX_N_CTX:
         raise ModelLoadError(p, f"a context length of {opts.n_ctx:,} tokens is more than llama.cpp "
                                 f"can hold (at most {MAX_N_CTX:,}); lower the context length (--ctx)")
+    if not 1 <= opts.n_batch <= MAX_BATCH or not 1 <= opts.n_ubatch <= MAX_BATCH:
+        raise ModelLoadError(p, f"a batch of {max(opts.n_batch, opts.n_ubatch):,} tokens is outside 1 to "
+                                f"{MAX_BATCH:,} (each batch token reserves its logits' memory)")
     if opts.threads() > MAX_THREADS:
         raise ModelLoadError(p, f"{opts.threads():,} threads is more than llama.cpp can run "
                                 f"(at most {MAX_THREADS}); lower --threads")

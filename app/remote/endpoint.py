@@ -50,6 +50,8 @@ class Endpoint:
                                       "not in the URL")
         if not stall_s > 0:
             raise EndpointConfigError(f"the stall timeout must be more than 0 seconds, got {stall_s}")
+        if api_key:
+            check_key(api_key)
         path = parts.path.rstrip("/") or "/v1"
         netloc = parts.hostname if port is None else f"{parts.hostname}:{port}"
         if ":" in parts.hostname:  # an IPv6 literal keeps its brackets
@@ -74,3 +76,21 @@ class Endpoint:
         if not k:
             return "no API key"
         return "API key " + (f"{k[:3]}…{k[-4:]}" if len(k) > 12 else "…" * 3)
+
+    def scrub(self, text: str) -> str:
+        """`text` with the key masked wherever it appears: a server's error message may echo the
+        Authorization header, and a transport error may quote it."""
+        k = self.api_key
+        if not k or k not in text:
+            return text
+        return text.replace(k, f"<{self.masked()}>")
+
+
+def check_key(key: str) -> None:
+    """Refuse, in one line that does not show it, a key no HTTP header can carry."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+        raise EndpointConfigError("the API key contains a control character (a newline or a tab, perhaps "
+                                  "copied with it): an HTTP header cannot carry it")
+    if not key.isascii():
+        raise EndpointConfigError("the API key contains a character that is not ASCII: an HTTP header "
+                                  "cannot carry it")

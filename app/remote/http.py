@@ -34,9 +34,14 @@ def _one_line(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def transport_reason(exc: httpx.TransportError, ep: Endpoint) -> str:
-    """What a network-level failure means to the user, without the exception chain."""
-    text = str(exc) or type(exc).__name__
+MALFORMED = "the server sent a malformed reply"
+
+
+def transport_reason(exc: httpx.TransportError | httpx.DecodingError, ep: Endpoint) -> str:
+    """What a network-level failure means to the user, without the exception chain (or the key)."""
+    text = ep.scrub(str(exc) or type(exc).__name__)
+    if isinstance(exc, httpx.DecodingError):
+        return f"{MALFORMED} (its content encoding cannot be decoded: {_one_line(text)})"
     low = text.lower()
     if isinstance(exc, httpx.ConnectTimeout):
         return f"no answer within {ep.connect_s:g} s (connect timeout)"
@@ -87,7 +92,7 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 def status_reason(resp: httpx.Response, ep: Endpoint, path: str) -> str:
     code = resp.status_code
-    detail = _error_detail(resp)
+    detail = ep.scrub(_error_detail(resp))
     said = f": {detail}" if detail else ""
     if code in (401, 403):
         if not ep.api_key:
@@ -117,7 +122,7 @@ def check(resp: httpx.Response, ep: Endpoint, path: str) -> None:
 def get_json(http: httpx.Client, ep: Endpoint, url: str, path: str) -> dict | list:
     try:
         resp = http.get(url)
-    except httpx.TransportError as e:
+    except (httpx.TransportError, httpx.DecodingError) as e:
         raise RemoteError(ep.base_url, transport_reason(e, ep)) from None
     check(resp, ep, path)
     try:
@@ -178,12 +183,12 @@ def parse_data(data: str, ep: Endpoint) -> dict:
     try:
         obj = json.loads(data)
     except ValueError:
-        raise RemoteError(ep.base_url, f"malformed stream: an event is not JSON ({_one_line(data, 60)!r})") \
-            from None
+        raise RemoteError(ep.base_url, "malformed stream: an event is not JSON "
+                                       f"({ep.scrub(_one_line(data, 60))!r})") from None
     if not isinstance(obj, dict):
         raise RemoteError(ep.base_url, "malformed stream: an event is not a JSON object")
     if "error" in obj and "choices" not in obj:  # an error sent inside the stream
         err = obj["error"]
         msg = err.get("message") if isinstance(err, dict) else err
-        raise RemoteError(ep.base_url, f"the server stopped with an error: {_one_line(msg or err)}")
+        raise RemoteError(ep.base_url, f"the server stopped with an error: {ep.scrub(_one_line(msg or err))}")
     return obj

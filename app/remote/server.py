@@ -59,6 +59,19 @@ class ServerInfo:
         raise EndpointConfigError(f"the server has no model {name!r} (it has: {names})")
 
 
+MAX_CTX = 2**31 - 1  # positions are 32-bit in llama.cpp and vLLM
+
+
+def _ctx(v) -> int | None:
+    """A context size as reported, or None when it is not one (negative, zero, absurd, a string)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_CTX else None
+
+
+def _text(v) -> str | None:
+    """A version string as reported, or None when the server sent something else."""
+    return " ".join(v.split())[:80] if isinstance(v, str) and v.strip() else None
+
+
 def _owner(body) -> str | None:
     data = body.get("data") if isinstance(body, dict) else None
     first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
@@ -76,7 +89,7 @@ def _models(body, ep: Endpoint) -> list[RemoteModel]:
         if isinstance(m, dict) and isinstance(m.get("id"), str):
             meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
             n_ctx = meta.get("n_ctx") or m.get("max_model_len")  # llama-server / vLLM
-            out.append(RemoteModel(m["id"], n_ctx if isinstance(n_ctx, int) else None))
+            out.append(RemoteModel(m["id"], _ctx(n_ctx)))
     return out
 
 
@@ -90,18 +103,18 @@ def probe(http: httpx.Client, ep: Endpoint) -> ServerInfo:
     if isinstance(props, dict) and "default_generation_settings" in props:
         gen = props.get("default_generation_settings") or {}
         n_ctx = gen.get("n_ctx") if isinstance(gen, dict) else None
-        return ServerInfo(LLAMA_SERVER, models, props.get("build_info"),
-                          n_ctx if isinstance(n_ctx, int) else (models[0].n_ctx if models else None),
-                          props.get("total_slots"), bool(props.get("chat_template")),
+        return ServerInfo(LLAMA_SERVER, models, _text(props.get("build_info")),
+                          _ctx(n_ctx) or (models[0].n_ctx if models else None),
+                          _ctx(props.get("total_slots")), bool(props.get("chat_template")),
                           {"slots_endpoint": bool(props.get("endpoint_slots")),
                            "metrics_endpoint": bool(props.get("endpoint_metrics"))})
     ollama = try_json(http, ep.root + "/api/version")
     if isinstance(ollama, dict) and "version" in ollama:
-        return ServerInfo(OLLAMA, models, ollama.get("version"))
+        return ServerInfo(OLLAMA, models, _text(ollama.get("version")))
     vllm = try_json(http, ep.root + "/version")
     if isinstance(vllm, dict) and "version" in vllm:
         n_ctx = models[0].n_ctx if len(models) == 1 else None
-        return ServerInfo(VLLM, models, vllm.get("version"), n_ctx)
+        return ServerInfo(VLLM, models, _text(vllm.get("version")), n_ctx)
     return ServerInfo(OPENAI, models)
 
 

@@ -10,6 +10,7 @@ failure in `stats.error`, exactly as a local decode error does.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -23,9 +24,10 @@ from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
-from app.remote.http import Notice, open_stream, parse_data, transport_reason
+from app.remote.http import MALFORMED, Notice, open_stream, parse_data, transport_reason
 from app.remote.server import LLAMA_CPP_KINDS, VLLM, ServerInfo
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _FINISH = {"stop": "stop", "length": "length", "eos": "stop", "tool_calls": "stop", "content_filter": "stop"}
 
 
@@ -68,13 +70,70 @@ def request_for(kind: str, model: str, messages: list, s: GenerationSettings,
     return "/completions", completion_body(kind, model, transcript.render(messages, s.preamble), s, stop)
 
 
-def _piece(choice: dict) -> str:
+def _choices(chunk: dict, ep: Endpoint) -> list[dict]:
+    """The chunk's choices, checked: every reply from a server is untrusted input."""
+    choices = chunk.get("choices")
+    if choices is None:
+        return []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise RemoteError(ep.base_url, f"{MALFORMED} ('choices' is {_kind(choices)}, not a list of objects)")
+    return choices
+
+
+def _piece(choice: dict, ep: Endpoint) -> str:
     """A chat delta's content, or a completion chunk's text."""
     delta = choice.get("delta")
-    if isinstance(delta, dict):
-        return delta.get("content") or ""
-    text = choice.get("text")
-    return text if isinstance(text, str) else ""
+    if delta is not None and not isinstance(delta, dict):
+        raise RemoteError(ep.base_url, f"{MALFORMED} (a choice's 'delta' is {_kind(delta)})")
+    where, value = ("content", delta.get("content")) if delta is not None else ("text", choice.get("text"))
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise RemoteError(ep.base_url, f"{MALFORMED} ('{where}' is {_kind(value)}, not text)")
+    return value
+
+
+def _kind(v) -> str:
+    return {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list",
+            dict: "an object"}.get(type(v), "null" if v is None else type(v).__name__)
+
+
+class _Text:
+    """The reply's text as shown and as saved, which must be the same: JSON can carry a lone
+    UTF-16 surrogate that no UTF-8 file can store, so one is shown as U+FFFD (and said once);
+    a pair a server split across two events is joined again."""
+
+    def __init__(self, notice: Notice | None):
+        self.parts: list[str] = []
+        self._held = ""
+        self._notice = notice
+        self.replaced = False
+
+    def clean(self, piece: str) -> str:
+        piece = self._held + piece
+        self._held = ""
+        if piece and "\ud800" <= piece[-1] <= "\udbff":  # a high half: its low half may come next
+            piece, self._held = piece[:-1], piece[-1]
+        if not _SURROGATE.search(piece):
+            return piece
+        joined = piece.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # lone halves: U+FFFD
+        if joined.count("\ufffd") > piece.count("\ufffd"):
+            self._said()
+        return joined
+
+    def tail(self) -> str:
+        if self._held:
+            self._held = ""
+            self._said()
+            return "\ufffd"
+        return ""
+
+    def _said(self) -> None:
+        if not self.replaced:
+            self.replaced = True
+            if self._notice is not None:
+                self._notice("the server sent text that is not valid Unicode: shown and kept with "
+                             "\ufffd in its place")
 
 
 class _Stopper:
@@ -102,7 +161,8 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
     """POST `body` to `path` (/chat/completions or /completions) and follow its stream."""
     emit = on_event or (lambda ev: None)
     t0 = time.perf_counter()
-    text: list[str] = []
+    shown = _Text(notice)
+    text = shown.parts
     n_deltas = 0
     t_first = t_last = t_finish = None
     usage = timings = None
@@ -121,8 +181,8 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
                 chunk = parse_data(sse.data, ep)
                 usage = chunk.get("usage") or usage
                 timings = chunk.get("timings") or timings
-                for choice in chunk.get("choices") or ():
-                    piece = _piece(choice)
+                for choice in _choices(chunk, ep):
+                    piece = shown.clean(_piece(choice, ep))
                     if piece:
                         now = time.perf_counter()
                         if t_first is None:
@@ -140,12 +200,16 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
                     error = "the stream ended before the reply finished"
         except RemoteError as e:
             error = e.reason
-        except (httpx.TransportError, httpx.StreamError, SSEError) as e:
+        except (httpx.TransportError, httpx.DecodingError, httpx.StreamError, SSEError) as e:
             if not stopper.fired:
-                error = (transport_reason(e, ep) if isinstance(e, httpx.TransportError)
-                         else f"malformed stream ({e})")
+                error = (transport_reason(e, ep) if isinstance(e, (httpx.TransportError, httpx.DecodingError))
+                         else f"malformed stream ({ep.scrub(str(e))})")
         finally:
             stopper.done.set()
+    tail = shown.tail()
+    if tail:
+        text.append(tail)
+        emit(TextDelta(tail, n_deltas, time.perf_counter()))
     cancelled = cancel is not None and cancel.is_set()
     if cancelled:
         stop_reason = "cancelled"
@@ -156,7 +220,7 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
         stop_reason = _FINISH.get(finish or "stop", "stop")
     # The rate runs to the finish, not to the last text: a server holds back text that might
     # begin a stop string, and the tokens it then drops were generated all the same.
-    stats = _stats(info, ep, t0, t_first, t_finish or t_last, n_deltas, usage, timings, stop_reason)
+    stats = _stats(info, ep, t0, t_first, t_finish or t_last, n_deltas, usage, timings, stop_reason, notice)
     stats.error = error
     full = "".join(text)
     emit(Finished(full, stats))
@@ -164,23 +228,27 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
 
 
 def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas: int,
-           usage: dict | None, timings: dict | None, stop_reason: str) -> ReplyStats:
+           usage: dict | None, timings: dict | None, stop_reason: str,
+           notice: Notice | None = None) -> ReplyStats:
     end = time.perf_counter()
     usage = usage if isinstance(usage, dict) else {}
     tm = timings if isinstance(timings, dict) else {}
     details = usage.get("prompt_tokens_details")
     details = details if isinstance(details, dict) else {}
-    prompt = _int(usage.get("prompt_tokens"))
-    completion = _int(usage.get("completion_tokens"))
-    cached = _int(details.get("cached_tokens"))
+    figures = _Figures(notice)
+    prompt = figures.count("prompt_tokens", usage.get("prompt_tokens"))
+    completion = figures.count("completion_tokens", usage.get("completion_tokens"))
+    cached = figures.count("cached_tokens", details.get("cached_tokens"))
     if cached is None:
-        cached = _int(tm.get("cache_n"))
-    prefill_n = _int(tm.get("prompt_n"))
+        cached = figures.count("cache_n", tm.get("cache_n"))
+    if prompt is not None and cached is not None and cached > prompt:
+        cached = figures.drop("cached_tokens", cached, f"more than the {prompt} prompt tokens")
+    prefill_n = figures.count("prompt_n", tm.get("prompt_n"))
     if prefill_n is None and prompt is not None and cached is not None:
         prefill_n = prompt - cached
-    prefill_s = _ms(tm.get("prompt_ms"))
-    decode_s = _ms(tm.get("predicted_ms"))
-    decode_n = completion if completion is not None else _int(tm.get("predicted_n"))
+    prefill_s = figures.ms("prompt_ms", tm.get("prompt_ms"))
+    decode_s = figures.ms("predicted_ms", tm.get("predicted_ms"))
+    decode_n = completion if completion is not None else figures.count("predicted_n", tm.get("predicted_n"))
     counted = decode_n if decode_n is not None else n_deltas
     wall = None
     if t_first is not None and t_last is not None and t_last > t_first and counted > 1:
@@ -191,21 +259,50 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
     return ReplyStats(
         ttft_s=(t_first - t0) if t_first is not None else None,
         prefill_tokens=prefill_n, cached_tokens=cached, prefill_s=prefill_s,
-        prefill_tok_s=_rate(tm.get("prompt_per_second")),
-        decode_tokens=decode_n, decode_s=decode_s, decode_tok_s=_rate(tm.get("predicted_per_second")),
+        prefill_tok_s=figures.rate("prompt_per_second", tm.get("prompt_per_second")),
+        decode_tokens=decode_n, decode_s=decode_s,
+        decode_tok_s=figures.rate("predicted_per_second", tm.get("predicted_per_second")),
         total_s=end - t0, kv_used=kv, n_ctx=info.n_ctx, stop_reason=stop_reason,
         prompt_tokens=prompt, wall_decode_tok_s=wall,
         source=f"{info.kind} at {ep.host}",
     )
 
 
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+# What a server may plausibly report; past these a figure is not shown (and not passed on).
+MAX_TOKENS = 2**31 - 1  # llama.cpp and vLLM count positions in 32 bits
+MAX_MS = 7 * 24 * 3600 * 1000.0  # a week for one reply
+MAX_TOK_S = 1e7  # far past any accelerator's decode or prefill rate
 
 
-def _ms(v) -> float | None:
-    return v / 1000 if isinstance(v, (int, float)) and v >= 0 else None
+class _Figures:
+    """A server's usage and timings, range-checked: an implausible figure (1e30 tokens, an
+    infinite rate, a negative count) is "not reported" with one note, never shown or saved."""
 
+    def __init__(self, notice: Notice | None):
+        self._notice = notice
 
-def _rate(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+    def drop(self, name: str, v, why: str = "implausible") -> None:
+        if self._notice is not None:
+            self._notice(f"the server reported {name} = {str(v)[:40]} ({why}): shown as not reported")
+        return None
+
+    def count(self, name: str, v) -> int | None:
+        if v is None:
+            return None
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TOKENS:
+            return v
+        return self.drop(name, v)
+
+    def ms(self, name: str, v) -> float | None:
+        if v is None:
+            return None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_MS:
+            return v / 1000
+        return self.drop(name, v)
+
+    def rate(self, name: str, v) -> float | None:
+        if v is None or v == 0:
+            return None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_TOK_S:
+            return float(v)
+        return self.drop(name, v)

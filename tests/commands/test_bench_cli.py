@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from app.bench import engine as engine_bench
@@ -50,3 +53,12 @@ def test_markdown_without_gui_is_refused(capsys):
     assert main(["bench", "--markdown"]) == 2  # a usage error
     out, err = capsys.readouterr()
     assert "--gui" in err and "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize("flags", [["--store", "--messages", "-1"], ["--store", "--rounds", "0"],
+                                   ["--tokens", "0"]])
+def test_a_number_out_of_range_is_one_line_exit_2(flags):
+    r = subprocess.run([sys.executable, "-m", "app", "bench", *flags], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "must be" in r.stderr

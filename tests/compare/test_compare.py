@@ -150,3 +150,25 @@ def test_a_prompt_too_long_for_one_targets_context_fails_that_row_only(model_pat
     rows = json.loads(r.stdout)["rows"]
     assert rows[0]["runs"] == 0 and "context" in rows[0]["error"]
     assert rows[1]["runs"] == 1 and rows[1]["error"] is None
+
+
+def test_every_target_failing_exits_1_and_an_export_into_a_missing_folder_keeps_the_comparison(
+        model_path, tmp_path):
+    r = _compare("Say hi.", "--model", "/nonexistent/a.gguf", "--endpoint", f"http://127.0.0.1:{free_port()}/v1",
+                 "--repeat", "1", "--json")
+    assert r.returncode == 1 and "every target failed" in r.stderr
+    out = tmp_path / "no-such-folder" / "cmp.md"
+    r = _compare("Say hi.", "--model", str(model_path), "--model", "/nonexistent/a.gguf", "--max-tokens", "4",
+                 "--repeat", "1", "--json", "-o", str(out))
+    assert r.returncode == 1 and not out.exists() and "Traceback" not in r.stderr
+    assert "does not exist" in r.stderr and "the comparison is kept in" in r.stderr
+    assert json.loads(r.stdout)["rows"][0]["runs"] == 1  # the finished comparison is still printed
+    from app.compare import saved
+
+    assert saved.listing(), "and kept for the Compare window"
+
+
+@pytest.mark.parametrize("item", ["ubatch=2147483647", "batch=0", "ctx=99999999999", "threads=100000"])
+def test_a_load_setting_past_what_llama_cpp_holds_is_refused_before_loading(item):
+    r = _compare("hi", "--model", "a.gguf", "--set", item, "--model", "b.gguf")
+    assert r.returncode == 2 and "must be between" in r.stderr and len(r.stderr.strip().splitlines()) == 1
