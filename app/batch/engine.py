@@ -6,26 +6,31 @@ carries the next token of every slot (plus prefill chunks of newly admitted
 prompts), and a slot whose request ends is refilled from the queue on the very
 next step instead of waiting for the longest request of a fixed batch.
 
+This module is the mechanics of a step (the llama_batch, llama_decode and its
+abort callback, sampling, the KV sequence edits, the events). Which requests
+get which sequences, which slots a step carries, and the progress arithmetic
+are app.batch.scheduler's, so that policy is tested without a model.
+
 Threads (the rule is in the app.engine docstring): run() drives the batch
 context on the calling thread (the window's batch thread, or the CLI's worker
 thread), and only that thread touches it; submit_many, submit_online, pause,
-resume, cancel and cancel_request are safe from any thread. Events go to
-`on_event` (and each request's own `on_event`) on that thread; a Qt bridge
-turns them into queued signals, exactly as for the chat Decoder.
+resume, cancel and cancel_request are safe from any thread (they only take the
+scheduler's condition lock). Events go to `on_event` (and each request's own
+`on_event`) on that thread; a Qt bridge turns them into queued signals, exactly
+as for the chat Decoder.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import llama_cpp
 
 from app.batch.context import BatchContext
-from app.batch.slot import Slot, SlotState
+from app.batch.scheduler import ONLINE_RESERVE, Prepared, Scheduler, SlotState
+from app.batch.slot import Slot
 from app.batch.types import (
     BatchEvent,
     BatchProgress,
@@ -35,7 +40,6 @@ from app.batch.types import (
     SlotResult,
     SlotStats,
 )
-from app.engine.control import common_prefix
 from app.engine.errors import ContextOverflowError, EngineError
 from app.engine.loader import LoadedModel
 from app.engine.prompt import PromptMessage, chat_format, reply_stops
@@ -46,13 +50,7 @@ from app.engine.utilization import limits_for
 # happens depends on the machine and the model (`llamadesk bench --batch`
 # measures slot counts), so this is a default, set with --parallel.
 DEFAULT_SLOTS = 32
-# Sequences kept free for online requests. With every batch slot busy and the
-# batch started in lockstep, "the next free slot" comes only after a whole
-# request ends; a reserved sequence makes it the next decode step instead.
-ONLINE_RESERVE = 1
 DEFAULT_SLOT_CTX = 1024
-PROGRESS_EVERY_S = 0.2
-RATE_WINDOW_S = 3.0
 # A step of this many prompt tokens and no decoding measures the arithmetic rate.
 ARITHMETIC_STEP_TOKENS = 32
 
@@ -65,8 +63,6 @@ class BatchEngine:
         request goes to the free sequence sharing the longest prefix with it, prefilling only
         the rest (a server's clients send each turn's whole history again)."""
         self.model = model
-        self.keep_prefixes = keep_prefixes
-        self.online_first = keep_prefixes  # the server's policy; the chat-during-batch path keeps sharing
         self.bctx = BatchContext(model, n_slots + ONLINE_RESERVE, slot_ctx)
         self.ctx = self.bctx.ctx
         self.n_slots = n_slots
@@ -76,75 +72,68 @@ class BatchEngine:
         self.vocab = llama_cpp.llama_model_get_vocab(model.llm.model)
         self.n_vocab = model.llm.n_vocab()
         self.on_event = on_event
-        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
-        self._cv = threading.Condition()
-        self._queue: deque[tuple[SlotRequest, float]] = deque()
-        self._online: deque[tuple[SlotRequest, float]] = deque()
-        self._drop: set[str] = set()
-        self._paused = False
-        self._cancelled = False
-        self.slots: list[Slot | None] = [None] * (n_slots + ONLINE_RESERVE)
-        self._kept: list[list[int]] = [[] for _ in self.slots]  # each free sequence's tokens in the KV
+        self._llama_batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        # online_first is the server's policy; the chat-during-batch path keeps sharing steps.
+        self.sched: Scheduler[SlotRequest, Slot] = Scheduler(
+            n_slots, self._prepare, self._start, self._dropped,
+            keep_prefixes=keep_prefixes, online_first=keep_prefixes, reserve=ONLINE_RESERVE)
+        self.slots = self.sched.slots  # by sequence; None where free
         self._results: list[SlotResult] = []
         self.limits = limits_for(model)  # None where no one peak applies (a partial GPU offload)
         # The server's batch-only steps can be cut short when an online request arrives (see _step).
-        self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: bool(self._online))
+        online_waiting = self.sched.online_waiting
+        self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: online_waiting())
         self._no_abort = llama_cpp.ggml_abort_callback()
         self.aborted_steps = 0
         self.flop_s: float | None = None  # the best arithmetic rate a pure prefill step reached
         self.t0 = time.perf_counter()
-        self._reset_counters()
+
+    @property
+    def keep_prefixes(self) -> bool:
+        return self.sched.keep_prefixes
+
+    @property
+    def online_first(self) -> bool:
+        return self.sched.online_first
 
     # -- any thread ---------------------------------------------------------
     def submit_many(self, reqs: Iterable[SlotRequest]) -> None:
-        now = time.perf_counter()
-        with self._cv:
-            for r in reqs:
-                self._queue.append((r, now))
-                self._total += 1
-            self._cv.notify_all()
+        self.sched.submit_many(reqs)
 
     def submit_online(self, req: SlotRequest) -> None:
         """An interactive request: it takes the next free slot ahead of the batch queue,
         and runs even while the batch is paused."""
-        req.online = True
-        with self._cv:
-            self._online.append((req, time.perf_counter()))
-            self._total += 1
-            self._cv.notify_all()
+        self.sched.submit_online(req)
 
     def pause(self) -> None:
         """Batch slots keep their KV but stop decoding; online requests still run."""
-        with self._cv:
-            self._paused = True
-            self._cv.notify_all()
+        self.sched.pause()
 
     def resume(self) -> None:
-        with self._cv:
-            self._paused = False
-            self._cv.notify_all()
+        self.sched.resume()
 
     def cancel(self) -> None:
         """End run() soon: busy slots finish as "cancelled", queued requests are dropped."""
-        with self._cv:
-            self._cancelled = True
-            self._cv.notify_all()
+        self.sched.cancel()
 
     def cancel_request(self, custom_id: str) -> None:
         """Stop one request (the chat's stop button), queued or running."""
-        with self._cv:
-            self._drop.add(custom_id)
-            self._cv.notify_all()
+        self.sched.cancel_request(custom_id)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until a request is queued (True) or `timeout` passes: a server's engine loop
+        calls run() again only when there is something to run."""
+        return self.sched.wait_for_work(timeout)
 
     def free(self) -> None:
         """Free the context; on the thread that ran run(), once it has returned."""
-        if self._batch is not None:
-            llama_cpp.llama_batch_free(self._batch)
-            self._batch = None
+        if self._llama_batch is not None:
+            llama_cpp.llama_batch_free(self._llama_batch)
+            self._llama_batch = None
         self.bctx.close()
 
     # -- prompts --------------------------------------------------------------
-    def prompt_for(self, req: SlotRequest) -> tuple[list[int], tuple[str, ...]]:
+    def prompt_for(self, req: SlotRequest) -> Prepared:
         """Tokens and stop strings, formatted the way LocalChatEngine formats a turn."""
         if req.prompt_tokens is not None:
             return list(req.prompt_tokens), tuple(req.settings.stop)
@@ -175,101 +164,22 @@ class BatchEngine:
     def run(self) -> list[SlotResult]:
         """Decode until the queue and the slots are empty. Returns this run's results
         in finishing order."""
-        self._reset_counters()
+        self.sched.begin_run()
         results: list[SlotResult] = []
         self._results = results
         try:
-            while True:
-                with self._cv:
-                    if self._cancelled:
-                        break
-                    self._admit_locked()
-                    busy = any(s is not None for s in self.slots)
-                    if not busy and not self._online and not self._queue:
-                        break
-                    runnable = any(s is not None and (s.req.online or not self._paused)
-                                   for s in self.slots)
-                    if not runnable:
-                        self._progress(force=True)
-                        t = time.perf_counter()
-                        self._cv.wait(PROGRESS_EVERY_S)
-                        if self._paused:
-                            self._paused_s += time.perf_counter() - t
-                        continue
+            while self.sched.next_turn(idle=lambda: self._progress(force=True)):
                 self._step()
                 self._progress()
         finally:
-            self._abort_all()
-            with self._cv:
-                self._cancelled = False
+            for s in self.slots:  # cancellation: busy slots end as "cancelled", not finished work
+                if s is not None:
+                    self._finish(s, "cancelled")
+            self.sched.end_run()
             self._progress(force=True)
         return results
 
-    def _reset_counters(self) -> None:
-        with self._cv:
-            self._total = len(self._queue) + len(self._online)
-        self._done = self._failed = self._generated = 0
-        self._run_t0 = time.perf_counter()
-        self._paused_s = 0.0
-        self._last_progress = 0.0
-        self._rate_marks: deque[tuple[float, int]] = deque()
-
-    def _admit_locked(self) -> None:
-        """Fill free slots: online requests first, then the batch queue (unless paused).
-        The reserved sequence takes only online work."""
-        if self._drop:
-            self._queue = deque(x for x in self._queue if not self._dropped(x))
-            self._online = deque(x for x in self._online if not self._dropped(x))
-        while True:
-            free = [seq for seq, s in enumerate(self.slots) if s is None]
-            if not free:
-                return
-            if self._online:
-                req, queued = self._online.popleft()
-            elif any(seq < self.n_slots for seq in free) and self._queue and not self._paused:
-                req, queued = self._queue.popleft()
-                free = [seq for seq in free if seq < self.n_slots]
-            else:
-                return
-            prepared = self._prepare(req, queued)
-            if prepared is None:
-                continue  # recorded as an error result
-            toks, stop = prepared
-            seq = self._best_seq(free, toks)
-            self.slots[seq] = self._start(seq, req, toks, stop, queued)
-
-    def _best_seq(self, free: list[int], toks: list[int]) -> int:
-        """The free sequence whose kept tokens share the longest prefix with `toks`, the lowest
-        on a tie: llama.cpp attends over the span of KV streams from the lowest to the highest
-        sequence a step carries, so a turn parked in the last sequence while clients use the
-        first few makes every step attend over all of them (bench --serve measured it)."""
-        if not self.keep_prefixes:
-            return free[0]
-        return max(free, key=lambda seq: common_prefix(self._kept[seq], toks))
-
-    def _dropped(self, item) -> bool:
-        """A queued request cancelled before it got a slot ends as a "cancelled" result, so
-        whoever waits for it (a chat turn, a server's client) hears that it ended."""
-        req, queued = item
-        if req.custom_id in self._drop:
-            self._drop.discard(req.custom_id)
-            self._total -= 1
-            now = time.perf_counter()
-            st = SlotStats(stop_reason="cancelled", online=req.online, queued_at=queued - self.t0,
-                            finished_at=now - self.t0, total_s=now - queued)
-            self._record(SlotResult(req.custom_id, "", st, req.line))
-            return True
-        return False
-
-    def wait_for_work(self, timeout: float) -> bool:
-        """Block until a request is queued (True) or `timeout` passes: a server's engine loop
-        calls run() again only when there is something to run."""
-        with self._cv:
-            if not (self._queue or self._online):
-                self._cv.wait(timeout)
-            return bool(self._queue or self._online)
-
-    def _prepare(self, req: SlotRequest, queued: float) -> tuple[list[int], tuple[str, ...]] | None:
+    def _prepare(self, req: SlotRequest, queued: float) -> Prepared | None:
         """The request's tokens and stop strings, or None after recording why it cannot run."""
         try:
             req.settings.validate()
@@ -281,12 +191,23 @@ class BatchEngine:
                                            f"{self.slot_ctx} (raise --ctx or shorten the prompt)")
         except (EngineError, ValueError) as e:
             kind = "context_overflow" if isinstance(e, ContextOverflowError) else "invalid_request"
-            self._record(self._error_result(req, queued, time.perf_counter(), str(e), kind))
+            self._record(self._unstarted(req, queued, "error", str(e), kind))
             return None
         return toks, stop
 
-    def _start(self, seq: int, req: SlotRequest, toks: list[int], stop: tuple[str, ...],
-               queued: float) -> Slot:
+    def _dropped(self, req: SlotRequest, queued: float) -> None:
+        self._record(self._unstarted(req, queued, "cancelled"))
+
+    def _unstarted(self, req: SlotRequest, queued: float, stop_reason: str, error: str | None = None,
+                   kind: str | None = None) -> SlotResult:
+        """The result of a request that ended before it had a slot."""
+        now = time.perf_counter()
+        st = SlotStats(stop_reason=stop_reason, online=req.online, queued_at=queued - self.t0,
+                       finished_at=now - self.t0, total_s=now - queued, error=error, error_kind=kind)
+        return SlotResult(req.custom_id, "", st, req.line)
+
+    def _start(self, seq: int, req: SlotRequest, prepared: Prepared, queued: float) -> Slot:
+        toks, stop = prepared
         now = time.perf_counter()
         settings = replace(req.settings, stop=stop)
         cached = self._keep_prefix(seq, toks)
@@ -297,8 +218,7 @@ class BatchEngine:
 
     def _keep_prefix(self, seq: int, toks: list[int]) -> int:
         """Cut the sequence back to what it shares with `toks`; how many tokens stay cached."""
-        kept, self._kept[seq] = self._kept[seq], []
-        n = min(common_prefix(kept, toks), len(toks) - 1) if self.keep_prefixes else 0
+        n = self.sched.take_kept(seq, toks)
         if n > 0:
             mem = self.bctx.mem
             if (llama_cpp.llama_memory_seq_rm(mem, seq, n, -1)
@@ -307,31 +227,24 @@ class BatchEngine:
         self.bctx.clear_seq(seq)
         return 0
 
-    def _error_result(self, req: SlotRequest, queued: float, now: float, msg: str,
-                      kind: str) -> SlotResult:
-        st = SlotStats(stop_reason="error", online=req.online, queued_at=queued - self.t0,
-                        finished_at=now - self.t0, total_s=now - queued, error=msg, error_kind=kind)
-        return SlotResult(req.custom_id, "", st, req.line)
-
     def _step(self) -> None:
         """One llama_decode: the next token of every decoding slot, then prompt chunks."""
-        live = self._live()
+        live, cancelled = self.sched.step_slots()
+        for s in cancelled:
+            self._finish(s, "cancelled")
         decoding = sum(s.state is SlotState.DECODING for s in live)
-        # A step of batch tokens only, one per sequence, is one ubatch that llama.cpp can abort
-        # between graph nodes and remove whole from the KV cache; the server aborts it when an
-        # online request arrives, which then waits a fraction of a step instead of all of it.
-        # The check is a Python callback per graph node, so only these steps carry it.
-        abortable = (self.online_first and decoding == len(live) > 1 and not any(s.req.online for s in live)
-                     and any(s is None for s in self.slots))  # an arriving request could start
+        # An abortable step (the scheduler says which) waits for an arriving online request a
+        # fraction of a step instead of all of it; llama.cpp rolls it back whole from the KV.
+        abortable = self.sched.abortable(live)
         n, fed, outs = self._gather(live)
         if n == 0:
             return
-        self._batch.n_tokens = n
+        self._llama_batch.n_tokens = n
         t = time.perf_counter()
         if abortable:
             llama_cpp.llama_set_abort_callback(self.ctx, self._abort_cb, None)
             try:
-                rc = llama_cpp.llama_decode(self.ctx, self._batch)
+                rc = llama_cpp.llama_decode(self.ctx, self._llama_batch)
             finally:
                 llama_cpp.llama_set_abort_callback(self.ctx, self._no_abort, None)
             if rc == 2:  # aborted: nothing of the step stays in the KV; its tokens go again later
@@ -340,7 +253,7 @@ class BatchEngine:
                     s.pending = s.fed.pop()
                 return
         else:
-            rc = llama_cpp.llama_decode(self.ctx, self._batch)
+            rc = llama_cpp.llama_decode(self.ctx, self._llama_batch)
         if rc == 0 and not decoding and n >= ARITHMETIC_STEP_TOKENS and self.limits is not None:
             rate = self.limits.prefill_flop_s(n, time.perf_counter() - t)
             self.flop_s = max(self.flop_s or 0.0, rate)
@@ -351,27 +264,11 @@ class BatchEngine:
         for s, k in fed:
             s.n_past += k
         self._sample(outs)
-        self._rate_marks.append((time.perf_counter(), self._generated))
-
-    def _live(self) -> list[Slot]:
-        """The slots this step may advance (batch slots wait while paused); drops cancelled ones."""
-        paused = self._paused
-        live = [s for s in self.slots if s is not None and (s.req.online or not paused)]
-        if self.online_first and any(s.req.online and not s.shown for s in live):
-            # Until an online request shows its first text, steps carry online slots only: a step
-            # that also carries every batch slot's token takes longer, and that is its TTFT.
-            live = [s for s in live if s.req.online]
-        if self._drop:
-            for s in live:
-                if s.req.custom_id in self._drop:
-                    self._drop.discard(s.req.custom_id)
-                    self._finish(s, "cancelled")
-            live = [s for s in live if s.state is not SlotState.FINISHED]
-        return live
+        self.sched.counters.stepped(time.perf_counter())
 
     def _gather(self, live: list[Slot]) -> tuple[int, list[tuple[Slot, int]], list[tuple[Slot, int]]]:
         """Fill the llama_batch; returns its size, (slot, tokens fed) and (slot, logits row)."""
-        b = self._batch
+        b = self._llama_batch
         n = 0
         fed: list[tuple[Slot, int]] = []
         outs: list[tuple[Slot, int]] = []
@@ -400,11 +297,12 @@ class BatchEngine:
 
     def _sample(self, outs: list[tuple[Slot, int]]) -> None:
         """Sample each slot's token from its logits row; finished slots free their sequence."""
+        counters = self.sched.counters
         for s, idx in outs:
             tok = s.sampler.sample(self.ctx, idx)
             before = s.generated
             done = s.accept(tok, time.perf_counter())
-            self._generated += s.generated - before
+            counters.generated += s.generated - before
             if done:
                 self._finish(s)
 
@@ -418,29 +316,15 @@ class BatchEngine:
 
     def _finish(self, s: Slot, stop_reason: str | None = None, error: str | None = None) -> None:
         res = s.finish(time.perf_counter(), self.t0, stop_reason, error)
-        if self.keep_prefixes and res.stats.error is None:
-            self._kept[s.seq] = s.prompt[:s.prefilled] + s.fed  # exactly what the KV holds
-        else:
+        kv = s.prompt[:s.prefilled] + s.fed if res.stats.error is None else None  # exactly what the KV holds
+        if not self.sched.release(s.seq, kv):
             self.bctx.clear_seq(s.seq)
-        self.slots[s.seq] = None
         self._record(res)
 
     def _record(self, res: SlotResult) -> None:
-        if res.stats.stop_reason != "cancelled":
-            self._done += 1
-            self._failed += res.stats.error is not None
+        self.sched.counters.ended(res.stats.stop_reason, res.stats.error)
         self._results.append(res)
         self._emit(RequestDone(res))
-
-    def _abort_all(self) -> None:
-        """Cancellation: busy slots end as "cancelled" (not written as finished work)."""
-        for s in self.slots:
-            if s is not None:
-                self._finish(s, "cancelled")
-        if self._cancelled:
-            with self._cv:
-                self._queue.clear()
-                self._online.clear()
 
     def _emit(self, ev: BatchEvent) -> None:
         if self.on_event is not None:
@@ -448,28 +332,11 @@ class BatchEngine:
 
     def _progress(self, force: bool = False) -> None:
         now = time.perf_counter()
-        if not force and now - self._last_progress < PROGRESS_EVERY_S:
+        if not self.sched.counters.due(now, force):
             return
-        self._last_progress = now
-        marks = self._rate_marks
-        while len(marks) > 2 and now - marks[0][0] > RATE_WINDOW_S:
-            marks.popleft()
-        rate = None
-        if len(marks) >= 2 and marks[-1][0] > marks[0][0]:
-            rate = (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
-        elapsed = max(1e-9, now - self._run_t0 - self._paused_s)
-        avg = self._generated / elapsed if self._generated else None
-        eta = None
-        if self._done:
-            eta = elapsed / self._done * max(0, self._total - self._done)
-        busy = sum(s is not None for s in self.slots[:self.n_slots])
-        ceiling = bound = None
         positions = [s.n_past for s in self.slots if s is not None and s.state is SlotState.DECODING]
+        ceiling = bound = None
         if self.limits is not None and positions:
             ceiling, bound = self.limits.batched_ceiling(positions, self.flop_s)
-        self._emit(BatchProgress(
-            done=self._done, failed=self._failed, total=self._total,
-            queued=len(self._queue) + len(self._online), busy_slots=busy, n_slots=self.n_slots,
-            online_busy=sum(s is not None and s.req.online for s in self.slots),
-            generated=self._generated, elapsed_s=elapsed, tok_s=rate, avg_tok_s=avg, eta_s=eta,
-            paused=self._paused, decoding=len(positions), ceiling_tok_s=ceiling, ceiling_bound=bound))
+        self._emit(BatchProgress(**self.sched.figures(now), decoding=len(positions),
+                                 ceiling_tok_s=ceiling, ceiling_bound=bound))

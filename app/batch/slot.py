@@ -1,4 +1,4 @@
-"""One slot of the batch: a request's sequence in the KV cache, its sampler and its text.
+"""One slot of the engine: a request's sequence in the KV cache, its sampler and its text.
 
 The per-token rules (EOG, stop strings, max_tokens, what counts as the first
 token) are the Decoder's own TokenReader, and the clock is its TokenTimer, so a
@@ -7,20 +7,13 @@ reply is cut and measured by the same rules batched as alone.
 
 from __future__ import annotations
 
-from enum import Enum
-
+from app.batch.scheduler import SlotState
 from app.batch.types import SlotRequest, SlotResult, SlotStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
 from app.engine.timing import TokenTimer
-
-
-class SlotState(Enum):
-    PREFILLING = "prefilling"  # prompt chunks still to evaluate
-    DECODING = "decoding"  # the last sampled token (`pending`) is fed on the next step
-    FINISHED = "finished"  # the result is made; the sequence is free
 
 
 class Slot:
