@@ -123,7 +123,10 @@ class BatchRun:
             self.store.update(self.bid, status="finalizing", finalizing_at=now)
         out, err = [], []
         path = self.store.journal_path(self.bid)
-        for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else ():
+        # At "\n" only: str.splitlines() also cuts at U+2028 and U+0085, which an answer may hold raw.
+        for line in path.read_text(encoding="utf-8").split("\n") if path.exists() else ():
+            if not line:
+                continue
             rec = json.loads(line)
             rec.pop("llamadesk", None)
             (err if rec.get("error") else out).append(json.dumps(rec, ensure_ascii=False))

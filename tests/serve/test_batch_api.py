@@ -114,3 +114,17 @@ def test_a_server_killed_mid_batch_finishes_it_after_a_restart_each_result_once(
         assert sorted(ids) == sorted(f"req-{i}" for i in range(12))  # every one, exactly once
     finally:
         srv2.stop()
+
+
+def test_an_answer_holding_a_unicode_line_separator_stays_one_record(client):
+    # The journal writes U+2028 and U+0085 raw (JSON allows them); splitting it at them cut a record.
+    lines = [json.dumps({"custom_id": f"req\u2028{i}\x85", "method": "POST", "url": "/v1/chat/completions",
+                         "body": {"model": MODEL_ID, "max_tokens": 2, "temperature": 0,
+                                  "messages": [{"role": "user", "content": "Hi"}]}}, ensure_ascii=False)
+             for i in range(2)]
+    f = client.files.create(file=("u.jsonl", io.BytesIO(("\n".join(lines) + "\n").encode())), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    done, _ = _wait(client, b.id)
+    assert done.status == "completed", done.errors
+    out = client.files.content(done.output_file_id).text.split("\n")
+    assert sorted(json.loads(s)["custom_id"] for s in out if s) == ["req\u20280\x85", "req\u20281\x85"]
