@@ -2,7 +2,9 @@
 
 Collaborators are made here and handed to the parts through their
 constructors: the history store and its TurnRecorder to the chat flow, the
-batch runner to the engine bridge (as its chat router) and to the Batch window.
+batch runner to the engine bridge (as its chat router) and to the Batch window,
+and to Connections, the Serve switch and the history actions the objects and
+callbacks each uses, never the window itself.
 
 Construction never blocks: the model loads on the engine thread, so the window
 is on screen (and the user can type) while llama.cpp maps the file.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -29,25 +31,21 @@ from PySide6.QtWidgets import (
 from app.chat.engines import EngineTarget
 from app.chat.recorder import TurnRecorder
 from app.config import AppConfig, SavedEndpoint, read_config, save_config
-from app.engine.machine import MachineSampler
-from app.engine.machine import describe as describe_machine
-from app.history.errors import StoreError
-from app.history.store import Store
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
 from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Loaded
 from app.ui.chat.flow import ChatFlow
-from app.ui.chat.gauges import GaugesPanel
+from app.ui.chat.gauges import GaugesPanel, MachineFeed
 from app.ui.chat.view import ChatView
 from app.ui.compare.window import CompareWindow, compare_choices
-from app.ui.history.actions import HistoryActions
+from app.ui.history.actions import HistoryActions, open_store
 from app.ui.history.panel import HistoryPanel
 from app.ui.model_bar import ModelBar
 from app.ui.remote.connections import Connections
-from app.ui.server import switch
 from app.ui.server.panel import ServerPanel
 from app.ui.server.runner import ServerRunner
+from app.ui.server.switch import ServeSwitch
 from app.ui.settings.dialog import SettingsDialog
 from app.ui.widgets.message_bar import MessageBar
 
@@ -74,8 +72,6 @@ class MainWindow(QMainWindow):
                 self._startup_notes.append(got.message())
         self.config = config
         self.model_path: str | None = model if model is not None else self.config.model_path
-        self.connections = Connections(self)
-        self.remote: SavedEndpoint | None = None if model is not None else self.connections.active()
         self._notice_shown = False
         self._closing = False
         self.loaded: Loaded | None = None  # the loaded model: report, identity, weights handle
@@ -83,18 +79,18 @@ class MainWindow(QMainWindow):
         self.bridge = EngineBridge(router=self.batch_runner, parent=self)
         self.server_runner = ServerRunner(self)
         self.bridge.add_router(self.server_runner)
-        self.server_panel: ServerPanel | None = None
-
-        self.machine = MachineSampler()
-        self._machine_timer = QTimer(self)
-        self._machine_timer.setInterval(500)
-        self._machine_timer.timeout.connect(self._show_machine)
-        self._machine_timer.start()
+        self.serve = ServeSwitch(self.server_runner, lambda: self.config, self._save, self._ready_model,
+                                 lambda: self.remote is not None, parent=self)
         self.model_bar = ModelBar()
+        self.connections = Connections(lambda: self.config, self._save, self.bridge, self.model_bar,
+                                       load_model=self.load_model, refresh_models=self._refresh_models,
+                                       load_failed=self._on_load_failed, parent=self)
+        self.connections.remote = None if model is not None else self.connections.active()
         self.bar = MessageBar()
         self.view = ChatView()
         self.composer = Composer()
         self.gauges = GaugesPanel()
+        self.machine = MachineFeed(self.gauges, self)
         self.system_prompt = QLineEdit()
         self.system_prompt.setPlaceholderText("System prompt for this conversation (optional)")
         self.system_prompt.textChanged.connect(self._on_system_prompt)
@@ -114,7 +110,7 @@ class MainWindow(QMainWindow):
         self.serve_button.setToolTip("Serve this model to other programs: an OpenAI-compatible API on "
                                      "127.0.0.1, online and batch")
         self.batch_panel: BatchPanel | None = None  # created on first use
-        self.store = self._open_store() if history else None
+        self.store = open_store(self._startup_notes) if history else None
         self.recorder = None
         if self.store is not None:
             self.recorder = TurnRecorder(self.store, on_error=lambda m: self.bar.show_message(m, "warning"))
@@ -124,7 +120,9 @@ class MainWindow(QMainWindow):
         self.history_panel = HistoryPanel(self.store)
         self._build_layout()
         self._wire()
-        self.history = HistoryActions(self)
+        self.history = HistoryActions(lambda: self.store, self.history_panel, self.flow, self.view, self.bar,
+                                      new_chat=self.new_chat, parent=self,
+                                      status=lambda text, ms: self.statusBar().showMessage(text, ms))
         self.history.opened.connect(self._on_conversation_opened)
         if self._startup_notes:
             self.bar.show_message("  ·  ".join(self._startup_notes), "warning")
@@ -198,18 +196,12 @@ class MainWindow(QMainWindow):
             sc.setContext(Qt.ShortcutContext.WindowShortcut)
             sc.activated.connect(slot)
 
-    def _open_store(self) -> Store | None:
-        """The shared history database; without it the window still chats, unsaved."""
-        try:
-            store = Store.open()
-        except (StoreError, OSError) as e:
-            self._startup_notes.append(f"Conversations will not be saved: {e}")
-            return None
-        if store.notice:
-            self._startup_notes.append(store.notice)
-        return store
-
     # -- model ----------------------------------------------------------------
+    @property
+    def remote(self) -> SavedEndpoint | None:
+        """The saved server the chat goes through (Connections keeps it); None: a local model."""
+        return self.connections.remote
+
     def _refresh_models(self) -> None:
         self.model_bar.refresh(self.remote or self.model_path, endpoints=self.connections.saved())
 
@@ -225,7 +217,7 @@ class MainWindow(QMainWindow):
         if isinstance(target, SavedEndpoint):
             self.connections.connect(target)
             return
-        self.remote = None
+        self.connections.remote = None
         self.model_path = target
         self.model_bar.set_loading(Path(target).name if target else "the default model")
         self.bridge.load(EngineTarget(target, self.config.load_options()))
@@ -337,9 +329,13 @@ class MainWindow(QMainWindow):
         self.regen_button.setEnabled(not busy and conv.can_regenerate())
         self.edit_button.setEnabled(not busy and conv.last_user_index() is not None)
 
+    def _ready_model(self) -> Loaded | None:
+        """The loaded model (or server), once the chat may use it."""
+        return self.loaded if self.flow.model_ready else None
+
     def _batch_model(self) -> BatchTarget | None:
         """What a batch runs on: the weights it builds its own context on, or the server."""
-        if self.loaded is None or not self.flow.model_ready:
+        if self._ready_model() is None:
             return None
         if self.loaded.model is None:
             return self.connections.batch_target()
@@ -353,12 +349,16 @@ class MainWindow(QMainWindow):
         self.batch_panel.raise_()
         return self.batch_panel
 
+    @property
+    def server_panel(self) -> ServerPanel | None:
+        return self.serve.panel
+
     def open_server(self) -> ServerPanel:
-        return switch.open_panel(self)
+        return self.serve.open_panel()
 
     def set_serving(self, on: bool) -> str | None:
         """Start or stop the window's server; returns why it could not start, if it could not."""
-        return switch.set_serving(self, on)
+        return self.serve.set_serving(on)
 
     def open_compare(self) -> CompareWindow:
         if self.compare_window is None:
@@ -368,9 +368,6 @@ class MainWindow(QMainWindow):
         self.compare_window.show()
         self.compare_window.raise_()
         return self.compare_window
-
-    def _show_machine(self) -> None:
-        self.gauges.show_machine(describe_machine(self.machine.latest))
 
     # -- closing --------------------------------------------------------------
     def shutdown(self) -> bool:
@@ -382,7 +379,6 @@ class MainWindow(QMainWindow):
         if self.batch_panel is not None:
             self.batch_panel.shutdown()  # before the bridge frees the weights it decodes on
         self.server_runner.stop()
-        self._machine_timer.stop()
         self.machine.close()
         if self.compare_window is not None:
             self.compare_window.shutdown()

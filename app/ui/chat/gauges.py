@@ -4,14 +4,18 @@ The window's gauge timer decides when to refresh (10 Hz while a reply runs),
 so the panel never depends on the rate at which engine events arrive. The
 panel scrolls rather than squeezing its plots, so it stays usable in a small
 window; every number carries its unit, and hovering one says what it means.
+Its Machine and GPU rows are fed by MachineFeed, twice a second, whether a
+reply runs or not.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.chat.live_gauges import Snapshot, Turn
+from app.engine.machine import MachineSampler
+from app.engine.machine import describe as describe_machine
 from app.ui.chat.meters import BigNumber, CeilingBar, KvBar
 from app.ui.widgets.charts import LineChart, TimelineChart
 from app.ui.widgets.colors import CACHED, GENERATED, NEW, WAIT
@@ -225,4 +229,21 @@ class GaugesPanel(QScrollArea):
             f"{swatch(GENERATED, f'generated {s.kv_generated}')}<br>{used} / {s.n_ctx} tokens{pct}")
 
 
+class MachineFeed(QObject):
+    """The machine sampler's latest in the panel's Machine and GPU rows, twice a second.
 
+    The sampler reads on its own thread; this only copies its newest sample
+    on the GUI thread. close() stops both (the window does, when it closes).
+    """
+
+    def __init__(self, panel: GaugesPanel, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.sampler = MachineSampler()
+        self._timer = QTimer(self)
+        self._timer.setInterval(500)
+        self._timer.timeout.connect(lambda: panel.show_machine(describe_machine(self.sampler.latest)))
+        self._timer.start()
+
+    def close(self) -> None:
+        self._timer.stop()
+        self.sampler.close()

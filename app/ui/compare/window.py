@@ -9,6 +9,7 @@ reopened comparison looks exactly as it did.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
@@ -34,22 +35,25 @@ from PySide6.QtWidgets import (
 from app.compare import saved
 from app.compare.report import COLUMNS, EXPORTERS, to_json
 from app.compare.targets import MAX_TARGETS, Target, apply_set, check_targets
+from app.config import SavedEndpoint
 from app.engine.control import CancelToken
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
+from app.remote.endpoint import Endpoint
 from app.ui.compare.chart import CompareChart
+from app.ui.model_bar import ModelBar
 from app.ui.threads import WorkerThread
 from app.ui.widgets.message_bar import MessageBar
 
+Choice = tuple[str, Callable[[], Target]]  # a picker entry's label, and the Target it makes
 
-def compare_choices(model_bar, endpoint_for) -> list:
+
+def compare_choices(model_bar: ModelBar, endpoint_for: Callable[[SavedEndpoint], Endpoint]) -> list[Choice]:
     """(label, Target factory) for everything the model picker lists: the default model, the
     files found, the saved servers. `endpoint_for(saved)` is the saved server's Endpoint with
     the key this session knows for it (typed in Connect, or from its environment variable); a
     keyring's key is added when the comparison opens it, off the GUI thread."""
-    from app.config import SavedEndpoint
-
-    out = []
+    out: list[Choice] = []
     for label, item in model_bar.entries():
         if item is None:
             out.append((label, lambda: Target("model", "")))  # "": the bundled default, assembled if need be
@@ -81,7 +85,8 @@ class CompareWindow(QWidget):
     finished = Signal(object)  # the record shown (report.to_json's)
     _start = Signal(object)
 
-    def __init__(self, choices, settings, parent=None):
+    def __init__(self, choices: Callable[[], list[Choice]], settings: Callable[[], GenerationSettings],
+                 parent: QWidget | None = None):
         """`choices()` lists (label, Target factory) from the model picker; `settings()` the
         window's sampling settings, which every target starts from."""
         super().__init__(parent, Qt.WindowType.Window)

@@ -2,7 +2,9 @@
 
 Kept out of window.py (which only creates the panel and this object) so the
 history features live in one place. Everything runs on the GUI thread; the
-store allows that, and each call is one short transaction.
+store allows that, and each call is one short transaction. It is handed what
+it acts on (the store, the list, the chat flow and view, the message bar, the
+window's New chat and status line), not the window.
 
 Switching away from a reply being generated goes through ChatFlow.new_chat,
 which stops it and seals its text so far as "interrupted": switching never
@@ -12,16 +14,22 @@ loses text. Deleting is a soft delete, so the message bar can offer Undo.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut, QTextDocument
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.chat.conversation import LiveConversation
 from app.history import export as exporter
 from app.history import transcript
 from app.history.errors import StoreError
+from app.history.store import Store
+from app.ui.chat.flow import ChatFlow
+from app.ui.chat.view import ChatView
+from app.ui.history.panel import HistoryPanel
+from app.ui.widgets.message_bar import MessageBar
 
 EXPORT_FILTERS = {"Markdown (*.md)": "md", "JSON (*.json)": "json", "HTML (*.html)": "html",
                   "Plain text (*.txt)": "txt"}
@@ -33,41 +41,58 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
+def open_store(notes: list[str]) -> Store | None:
+    """The shared history database; without it the window still chats, unsaved. Why it
+    could not open, or what it noticed opening, is appended to `notes` for the window."""
+    try:
+        store = Store.open()
+    except (StoreError, OSError) as e:
+        notes.append(f"Conversations will not be saved: {e}")
+        return None
+    if store.notice:
+        notes.append(store.notice)
+    return store
+
+
 class HistoryActions(QObject):
     opened = Signal(object)  # the LiveConversation now shown: the window updates its own controls
 
-    def __init__(self, window):
-        super().__init__(window)
-        self.win = window
-        self.panel = window.history_panel
-        self.flow = window.flow
+    def __init__(self, store: Callable[[], Store | None], panel: HistoryPanel, flow: ChatFlow,
+                 view: ChatView, bar: MessageBar, *, new_chat: Callable[[], None],
+                 status: Callable[[str, int], None], parent: QWidget) -> None:
+        """`store()` is the window's (None: no history, or the window has closed it);
+        `new_chat` is the window's New chat; `status(text, ms)` its status line; `parent`
+        the window, which the shortcut and the file dialogs belong to."""
+        super().__init__(parent)
+        self._store, self.panel, self.flow, self.view, self.bar = store, panel, flow, view, bar
+        self._new_chat, self._status, self._parent = new_chat, status, parent
         p = self.panel
         p.open_requested.connect(self.open)
         p.renamed.connect(self.rename)
         p.delete_requested.connect(self.delete)
         p.import_requested.connect(lambda: self.import_file())
         p.export_requested.connect(lambda: self.export_current())
-        window.bar.action_triggered.connect(self._on_bar_action)
+        bar.action_triggered.connect(self._on_bar_action)
         # The list follows the chat: a new chat appears with its first question.
         self.flow.reply_started.connect(self.refresh)
         self.flow.reply_finished.connect(lambda _m: self.refresh())
-        sc = QShortcut(QKeySequence("Ctrl+E"), window)
+        sc = QShortcut(QKeySequence("Ctrl+E"), parent)
         sc.setContext(Qt.ShortcutContext.WindowShortcut)
         sc.activated.connect(lambda: self.export_current())
         self.export_shortcut = sc
-        if window.store is None:  # the message bar already says why; an empty list would only confuse
+        if self.store is None:  # the message bar already says why; an empty list would only confuse
             p.hide()
 
     @property
-    def store(self):
-        return self.win.store
+    def store(self) -> Store | None:
+        return self._store()
 
     def refresh(self) -> None:
         self.panel.current_id = self.flow.conversation.id
         self.panel.refresh()
 
     def _error(self, text: str) -> None:
-        self.win.bar.show_message(text, "error")
+        self.bar.show_message(text, "error")
 
     # -- switching ------------------------------------------------------------
     def open(self, conv_id: int) -> bool:
@@ -93,7 +118,7 @@ class HistoryActions(QObject):
         """After a search, show the match: select it in the view and scroll there."""
         q = self.panel.query()
         if q:
-            view = self.win.view
+            view = self.view
             view.moveCursor(view.textCursor().MoveOperation.Start)
             view.follow = False
             view.find(q, QTextDocument.FindFlag(0))
@@ -113,13 +138,13 @@ class HistoryActions(QObject):
         item = self.panel.item_for(conv_id)
         title = item.text() if item is not None else str(conv_id)
         if self.flow.conversation.id == conv_id:
-            self.win.new_chat()  # stops a reply first; its text is saved before the delete
+            self._new_chat()  # stops a reply first; its text is saved before the delete
         try:
             self.store.delete_conversation(conv_id)
         except StoreError as e:
             self._error(f"Could not delete: {one_line(e)}")
         else:
-            self.win.bar.show_message(f"Deleted '{title}'", "info", action="Undo",
+            self.bar.show_message(f"Deleted '{title}'", "info", action="Undo",
                                       key=f"{UNDO_PREFIX}{conv_id}")
         self.refresh()
 
@@ -140,13 +165,13 @@ class HistoryActions(QObject):
         """Ctrl+E: the conversation as saved (a reply in progress as far as it got)."""
         conv_id = self.flow.conversation.id
         if self.store is None or conv_id is None:
-            self.win.bar.show_message("Nothing to export yet: this conversation has no saved "
+            self.bar.show_message("Nothing to export yet: this conversation has no saved "
                                       "messages.", "info")
             return None
         if path is None:
             name = re.sub(r"[^\w\- ]+", "", self.flow.conversation.title).strip()[:40] or "conversation"
             path, chosen = QFileDialog.getSaveFileName(
-                self.win, "Export conversation", str(Path.home() / f"{name}.md"),
+                self._parent, "Export conversation", str(Path.home() / f"{name}.md"),
                 ";;".join(EXPORT_FILTERS))
             if not path:
                 return None
@@ -157,7 +182,7 @@ class HistoryActions(QObject):
         except (StoreError, ValueError, OSError) as e:
             self._error(f"Export failed: {one_line(e)}")
             return None
-        self.win.statusBar().showMessage(f"Exported to {written}", 4000)
+        self._status(f"Exported to {written}", 4000)
         return written
 
     def import_file(self, path: str | None = None) -> int | None:
@@ -166,7 +191,7 @@ class HistoryActions(QObject):
             self._error("Cannot import: the history database is not available.")
             return None
         if path is None:
-            path, _ = QFileDialog.getOpenFileName(self.win, "Import conversation", str(Path.home()),
+            path, _ = QFileDialog.getOpenFileName(self._parent, "Import conversation", str(Path.home()),
                                                   IMPORT_FILTER)
             if not path:
                 return None
@@ -178,5 +203,5 @@ class HistoryActions(QObject):
         self.panel.search.clear()
         self.open(conv_id)
         self.refresh()
-        self.win.statusBar().showMessage(f"Imported {Path(path).name}", 4000)
+        self._status(f"Imported {Path(path).name}", 4000)
         return conv_id
