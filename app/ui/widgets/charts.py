@@ -1,4 +1,4 @@
-"""The gauges' plots, on pyqtgraph: labelled axes with ticks, themed from the palette.
+"""The gauges' and the Server panel's plots, on pyqtgraph: labelled axes with ticks, themed.
 
 pyqtgraph draws through QGraphicsView with ticks, units and ranges already
 worked out, which the hand-painted plots never had; one frame costs about a

@@ -1,5 +1,8 @@
 """The gauges' colours: one meaning per colour across the KV bar, the timeline and the charts.
 
+Shared with the Server panel's and the Compare window's charts, so green
+means decode and purple the ceiling wherever they appear.
+
 Mid-tone hues that read on both a light and a dark Base; everything neutral
 (text, axes, grid) comes from the palette instead.
 """
