@@ -41,6 +41,7 @@ from app.batch.types import (
     SlotStats,
 )
 from app.engine.errors import ContextOverflowError, EngineError
+from app.engine.grammar import compile_grammar
 from app.engine.loader import LoadedModel
 from app.engine.prompt import PromptMessage, chat_format, reply_stops
 from app.engine.utilization import limits_for
@@ -183,6 +184,8 @@ class BatchEngine:
         """The request's tokens and stop strings, or None after recording why it cannot run."""
         try:
             req.settings.validate()
+            if req.settings.constraint is not None:
+                compile_grammar(req.settings.constraint)  # a bad one fails this request, not a slot
             toks, stop = self.prompt_for(req)
             if not toks:
                 raise EngineError("the prompt is empty")

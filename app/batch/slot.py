@@ -39,6 +39,7 @@ class Slot:
         self.parts: list[str] = []
         self.stop_reason: str | None = None
         self.error: str | None = None
+        self.grammar_ms: float | None = None  # set by finish()
         self.queued_at = queued_at
         self.slot_start = now
         self.first_sample: float | None = None  # the prefill ended
@@ -68,6 +69,9 @@ class Slot:
         if self.reader.stop_reason is not None:
             self.stop_reason = self.reader.stop_reason
             return True
+        if self.sampler.grammar is not None and self.sampler.grammar.finished:
+            self.stop_reason = "stop"  # complete: the grammar allows nothing but the end
+            return True
         self.pending = tok
         self.state = SlotState.DECODING
         return False
@@ -91,6 +95,8 @@ class Slot:
         tail = self.reader.finish()
         if tail:
             self._text(tail, now)
+        grammar = self.sampler.grammar
+        self.grammar_ms = grammar.ms_per_token() if grammar is not None else None
         self.sampler.close()
         text = "".join(self.parts)
         st = SlotStats(
@@ -102,7 +108,7 @@ class Slot:
             ttft_from_slot_s=self.timer.ttft_from(self.slot_start),
             queue_wait_s=self.slot_start - self.queued_at, total_s=now - self.queued_at,
             decode_tok_s=self.timer.wall_rate(self.generated), error=self.error,
-            error_kind="generation_failed" if self.error else None,
+            error_kind="generation_failed" if self.error else None, grammar_ms_per_token=self.grammar_ms,
         )
         if self.req.on_event is not None:
             self._emit(Finished(text, self.reply_stats(st, now)))
@@ -118,5 +124,5 @@ class Slot:
             decode_tokens=self.generated, decode_s=self.timer.decode_s, decode_tok_s=st.decode_tok_s,
             total_s=st.total_s or 0.0, kv_used=self.n_past, n_ctx=self.slot_ctx,
             stop_reason=st.stop_reason, prompt_tokens=len(self.prompt),
-            wall_decode_tok_s=st.decode_tok_s, error=st.error,
+            wall_decode_tok_s=st.decode_tok_s, error=st.error, grammar_ms_per_token=self.grammar_ms,
         )

@@ -66,6 +66,7 @@ class SlotStats:
     # "invalid_request" (bad settings or prompt, before a slot is used) or
     # "generation_failed" (llama_decode failed while the request ran).
     error_kind: str | None = None
+    grammar_ms_per_token: float | None = None  # keeping to a constraint, per generated token
 
     def to_json(self) -> dict:
         return asdict(self)

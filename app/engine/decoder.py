@@ -48,6 +48,7 @@ class _Turn:
     last_progress: float = 0.0  # the last Progress event went out
     stop_reason: str | None = None
     error: str | None = None
+    grammar_ms: float | None = None  # per token, when a constraint was kept to
     timer: TokenTimer = field(default_factory=TokenTimer)
     parts: list[str] = field(default_factory=list)
 
@@ -203,18 +204,24 @@ class Decoder:
         returned Finished is also the last event.
         """
         max_new = self._check(prompt, settings)
-        turn = _Turn(prompt, 0, cancel, on_event, time.perf_counter())
-        turn.cached = self._reuse_prefix(prompt)
-        if shared_prefix is not None:
-            self._from_disk(turn, list(shared_prefix))
-        turn.emit(PrefillStarted(len(prompt), turn.cached, len(prompt) - turn.cached, self.n_ctx,
-                                 turn.cached_disk))
-        llama_cpp.llama_perf_context_reset(self.ctx)
-        p0 = self._perf.snapshot()
-        self._prefill(turn)
-        p1 = self._perf.snapshot()
+        t_submit = time.perf_counter()
+        sampler = Sampler(settings, self.n_vocab, self.vocab, prompt)  # a bad constraint fails here, first
+        turn = _Turn(prompt, 0, cancel, on_event, t_submit)
+        try:
+            turn.cached = self._reuse_prefix(prompt)
+            if shared_prefix is not None:
+                self._from_disk(turn, list(shared_prefix))
+            turn.emit(PrefillStarted(len(prompt), turn.cached, len(prompt) - turn.cached, self.n_ctx,
+                                     turn.cached_disk))
+            llama_cpp.llama_perf_context_reset(self.ctx)
+            p0 = self._perf.snapshot()
+            self._prefill(turn)
+            p1 = self._perf.snapshot()
+        except BaseException:
+            sampler.close()
+            raise
         reader = TokenReader(self.vocab, settings.stop, max_new, settings.ignore_eos, strip_leading)
-        self._decode_loop(turn, reader, Sampler(settings, self.n_vocab, self.vocab, prompt))
+        self._decode_loop(turn, reader, sampler)
         self._flush(turn, reader)
         done = Finished("".join(turn.parts), self._stats(turn, reader.generated, p0, p1),
                         tuple(reader.tokens))
@@ -319,6 +326,9 @@ class Decoder:
                 if reader.stop_reason is not None:
                     turn.stop_reason = reader.stop_reason
                     break
+                if sampler.grammar is not None and sampler.grammar.finished:
+                    turn.stop_reason = "stop"  # complete: the grammar allows nothing but the end
+                    break
                 if turn.cancelled():
                     turn.stop_reason = "cancelled"
                     break
@@ -335,6 +345,8 @@ class Decoder:
         except GenerationError as e:
             turn.stop_reason, turn.error = "error", str(e)
         finally:
+            if sampler.grammar is not None:
+                turn.grammar_ms = sampler.grammar.ms_per_token()
             sampler.close()
 
     def _flush(self, turn: _Turn, reader: TokenReader) -> None:
@@ -367,4 +379,5 @@ class Decoder:
             wall_decode_tok_s=turn.timer.wall_rate(generated),
             error=turn.error,
             cached_disk_tokens=turn.cached_disk,
+            grammar_ms_per_token=turn.grammar_ms,
         )

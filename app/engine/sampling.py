@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 import llama_cpp
 import numpy as np
 
+from app.engine.grammar import Constraint, GrammarMatcher
+
 PENALTY_WINDOW = 64  # recent tokens the repeat penalty looks at
 INT32_MAX = 2**31 - 1  # max_tokens and top_k reach llama.cpp as int32_t
 # The dist sampler takes a uint32_t seed and reads its top value, LLAMA_DEFAULT_SEED,
@@ -45,10 +47,14 @@ class GenerationSettings:
     # The repeat penalty and DRY count the prompt as text already written (as
     # llama-server does), so copying an earlier turn is repeating; False: the reply alone.
     penalize_prompt: bool = True
+    # What the reply must match (a JSON schema, a grammar): app.engine.grammar; None: free text.
+    constraint: Constraint | None = None
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["stop"] = list(self.stop)
+        if self.constraint is None:
+            del d["constraint"]  # a free-text reply's record reads as it always did
         return d
 
     def validate(self) -> None:
@@ -79,6 +85,8 @@ class GenerationSettings:
             raise ValueError(f"repeat_penalty must be > 0, got {self.repeat_penalty}")
         if not isinstance(self.stop, tuple | list) or not all(isinstance(x, str) for x in self.stop):
             raise ValueError("stop must be a list of strings")
+        if self.constraint is not None and not isinstance(self.constraint, Constraint):
+            raise ValueError("constraint must be a Constraint")
 
 
 def _show(v) -> str:
@@ -115,6 +123,10 @@ class Sampler:
 
     `seen` is the prompt: the repeat penalty and DRY judge the reply against
     it, as llama-server does, so copying an earlier turn counts as repeating.
+    With a constraint, each draw is checked against the grammar and, when
+    refused, drawn again from the masked logits (app.engine.grammar); the
+    chain then runs through llama_sampler_apply so that only the token kept
+    is accepted into the penalties' history, never the refused one.
     """
 
     def __init__(self, s: GenerationSettings, n_vocab: int, vocab=None, seen: Sequence[int] = ()):
@@ -159,13 +171,44 @@ class Sampler:
         # candidate array the size of the vocabulary for every token.
         self.n_vocab = n_vocab
         self.argmax = llama_cpp.llama_sampler_chain_n(self.chain) == 1 and s.temperature <= 0
+        self.grammar = None if s.constraint is None else GrammarMatcher(s.constraint, vocab, n_vocab)
+        self._cands = None  # llama_token_data[n_vocab], made on the first constrained chain draw
+
+    def _row(self, ctx, idx: int) -> np.ndarray:
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx), shape=(self.n_vocab,))
 
     def sample(self, ctx, idx: int = -1) -> int:
         """The next token from row `idx` of the last decode's logits."""
+        g = self.grammar
+        if g is None:
+            if self.argmax:
+                return int(self._row(ctx, idx).argmax())
+            return llama_cpp.llama_sampler_sample(self.chain, ctx, idx)
+        tok = self._draw(ctx, idx)
+        if not g.allows(tok):
+            g.mask_row(self._row(ctx, idx))  # in the context's own buffer: the redraw reads it
+            tok = self._draw(ctx, idx)
+        g.accept(tok)
+        if not self.argmax:
+            llama_cpp.llama_sampler_accept(self.chain, tok)
+        return tok
+
+    def _draw(self, ctx, idx: int) -> int:
+        """One draw without accepting it: argmax, or the chain applied to every token's logit."""
+        row = self._row(ctx, idx)
         if self.argmax:
-            row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx), shape=(self.n_vocab,))
             return int(row.argmax())
-        return llama_cpp.llama_sampler_sample(self.chain, ctx, idx)
+        if self._cands is None:
+            self._cands = (llama_cpp.llama_token_data * self.n_vocab)()
+            self._view = np.ctypeslib.as_array(self._cands).view(
+                np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
+            self._ids = np.arange(self.n_vocab, dtype=np.int32)
+        self._view["id"] = self._ids  # every draw: the chain sorts and cuts the array in place
+        self._view["logit"] = row
+        self._view["p"] = 0.0
+        cur = llama_cpp.llama_token_data_array(self._cands, self.n_vocab, -1, False)
+        llama_cpp.llama_sampler_apply(self.chain, ctypes.byref(cur))
+        return int(self._cands[cur.selected].id)
 
     def close(self) -> None:
         if self.chain is not None:

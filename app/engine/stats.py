@@ -40,6 +40,9 @@ class ReplyStats:
     # Of the machine's peak memory read rate, the share this reply's decode used (CPU only):
     # bytes a step reads x decode tok/s / the probed peak (app.engine.utilization).
     bw_utilization: float | None = None
+    # Time keeping the reply to its constraint (checking, masking, redrawing) per generated
+    # token, part of every decode step; None for a free-text reply.
+    grammar_ms_per_token: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -1,0 +1,187 @@
+"""Constrained decoding: replies that must match a JSON schema, any JSON, a grammar or a regex.
+
+LLGuidance (PyPI `llguidance`) enforces them: on Gemma's 262k-token
+vocabulary it computes a token mask in a fraction of a millisecond, where
+llama.cpp's own GBNF sampler takes longer than a whole decode step of the
+bundled model (measured side by side by `llamadesk bench --structured`).
+XGrammar was the other candidate; its Python package pulls in PyTorch (GBs)
+and compiles grammars in seconds, not milliseconds.
+
+The mask is computed only when needed: the sampler's own choice is checked
+first (a few microseconds), and only when the grammar refuses it is the full
+mask computed, applied to the logits and the token sampled again. For greedy
+decoding that is exactly the constrained argmax; for sampling it is the
+rejection scheme llama.cpp's own grammar sampler uses (an accepted draw has
+the probability it had; a refused one is redrawn from the masked rows).
+
+A constraint the engine cannot enforce is refused before decoding starts,
+naming the construct (GrammarError), never answered unconstrained.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.errors import EngineError
+
+KINDS = ("json_schema", "json_object", "lark", "gbnf", "regex")
+# Any JSON object, with whitespace as a model writes it: what response_format json_object promises.
+ANY_OBJECT = {"type": "object"}
+# Compact JSON as people write it on one line: a small model given free whitespace inside an
+# object can fill its whole budget with newlines (seen with the bundled 270M model).
+JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+_COMPILED_MAX = 128  # distinct grammars kept compiled (a server's clients reuse a few schemas)
+
+
+class GrammarError(EngineError):
+    """The constraint cannot be enforced: malformed, or a construct the compiler does not support."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What a reply must match: `kind` one of KINDS, `source` the schema (JSON text) or grammar."""
+
+    kind: str
+    source: str
+
+    @classmethod
+    def json_schema(cls, schema: dict | bool) -> Constraint:
+        return cls("json_schema", json.dumps(schema, sort_keys=True, ensure_ascii=False))
+
+    @classmethod
+    def any_json(cls) -> Constraint:
+        return cls.json_schema(ANY_OBJECT)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "source": self.source}
+
+    @classmethod
+    def from_json(cls, d) -> Constraint | None:
+        if d is None:
+            return None
+        if not isinstance(d, dict) or d.get("kind") not in KINDS or not isinstance(d.get("source"), str):
+            raise ValueError("a constraint is {\"kind\", \"source\"} with kind one of " + ", ".join(KINDS))
+        return cls(d["kind"], d["source"])
+
+
+_lock = threading.Lock()
+_compiled: OrderedDict[Constraint, str] = OrderedDict()
+
+
+def compile_grammar(c: Constraint) -> str:
+    """The LLGuidance grammar for `c`, compiled once per distinct constraint; GrammarError names
+    what cannot be enforced."""
+    with _lock:
+        hit = _compiled.get(c)
+        if hit is not None:
+            _compiled.move_to_end(c)
+            return hit
+    from llguidance import LLMatcher
+
+    try:
+        if c.kind == "json_schema" or c.kind == "json_object":
+            grammar = LLMatcher.grammar_from_json_schema(c.source, defaults=JSON_OPTIONS)
+        elif c.kind == "regex":
+            grammar = LLMatcher.grammar_from_regex(c.source)
+        elif c.kind == "gbnf":
+            from llguidance.gbnf_to_lark import any_to_lark
+
+            grammar = LLMatcher.grammar_from_lark(any_to_lark(c.source))
+        elif c.kind == "lark":
+            grammar = LLMatcher.grammar_from_lark(c.source)
+        else:
+            raise GrammarError(f"unknown constraint kind {c.kind!r} (one of {', '.join(KINDS)})")
+    except GrammarError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the compilers raise ValueError, RuntimeError or their own
+        raise GrammarError(f"the {_what(c)} cannot be enforced: {_one_line(e)}") from None
+    problem = LLMatcher.validate_grammar(grammar)
+    if problem and not problem.startswith("WARNING"):
+        raise GrammarError(f"the {_what(c)} cannot be enforced: {_one_line(problem)}")
+    with _lock:
+        _compiled[c] = grammar
+        while len(_compiled) > _COMPILED_MAX:
+            _compiled.popitem(last=False)
+    return grammar
+
+
+def _what(c: Constraint) -> str:
+    return {"json_schema": "JSON schema", "json_object": "JSON format", "lark": "grammar",
+            "gbnf": "GBNF grammar", "regex": "regular expression"}.get(c.kind, "constraint")
+
+
+def _one_line(e) -> str:
+    text = " ".join(str(e).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+_tokenizers: dict[int, object] = {}
+_tok_lock = threading.Lock()
+
+
+def tokenizer_for(vocab) -> object:
+    """LLGuidance's view of a llama.cpp vocabulary, built once per loaded model (about a second
+    for Gemma's 262k tokens) and shared by every context on it: it only reads the vocabulary."""
+    key = ctypes.cast(vocab, ctypes.c_void_p).value or 0
+    with _tok_lock:
+        tok = _tokenizers.get(key)
+        if tok is None:
+            from llguidance.llamacpp import lltokenizer_from_vocab
+
+            tok = lltokenizer_from_vocab(vocab)
+            _tokenizers[key] = tok
+        return tok
+
+
+class GrammarMatcher:
+    """One reply's position in its grammar, and the time spent keeping to it."""
+
+    def __init__(self, c: Constraint, vocab, n_vocab: int):
+        from llguidance import LLMatcher
+
+        grammar = compile_grammar(c)
+        self.matcher = LLMatcher(tokenizer_for(vocab), grammar, log_level=0)
+        if self.matcher.is_error():
+            raise GrammarError(f"the {_what(c)} cannot be enforced: {_one_line(self.matcher.get_error())}")
+        self.n_vocab = n_vocab
+        self._mask = np.zeros((n_vocab + 31) // 32, dtype=np.int32)
+        self.seconds = 0.0  # checking, masking and consuming, over the reply
+        self.masked = 0  # tokens the grammar refused and that were drawn again
+        self.tokens = 0
+
+    def allows(self, tok: int) -> bool:
+        t = time.perf_counter()
+        ok = self.matcher.validate_tokens([tok]) == 1
+        self.seconds += time.perf_counter() - t
+        return ok
+
+    def mask_row(self, row: np.ndarray) -> None:
+        """Set every refused token's logit in `row` (the context's own buffer) to -inf."""
+        t = time.perf_counter()
+        self.matcher.unsafe_compute_mask_ptr(self._mask.ctypes.data, self._mask.nbytes)
+        allowed = np.unpackbits(self._mask.view(np.uint8), bitorder="little")[: self.n_vocab]
+        row[allowed == 0] = -np.inf
+        self.masked += 1
+        self.seconds += time.perf_counter() - t
+
+    def accept(self, tok: int) -> None:
+        t = time.perf_counter()
+        if not self.matcher.consume_token(tok):
+            raise GrammarError(f"the grammar refused a token it had allowed ({self.matcher.get_error()})")
+        self.tokens += 1
+        self.seconds += time.perf_counter() - t
+
+    @property
+    def finished(self) -> bool:
+        """The grammar is complete and allows nothing more (but the end of the reply)."""
+        return self.matcher.is_stopped()
+
+    def ms_per_token(self) -> float | None:
+        return self.seconds * 1000 / self.tokens if self.tokens else None
