@@ -86,6 +86,19 @@ class _Truncated(Exception):
     pass
 
 
+class HeaderNeedsMore(Exception):
+    """The bytes given end inside the header: read a longer prefix and parse again.
+
+    A ranged request for a remote file's first megabytes cannot know how long
+    the header is (the vocabulary alone can be several MB), so the caller grows
+    the prefix until this stops being raised.
+    """
+
+    def __init__(self, have: int):
+        self.have = have
+        super().__init__(f"the header runs past the first {have} bytes")
+
+
 class _Reader:
     """Cursor over an mmap; big arrays (the vocabulary) are skipped, not built."""
 
@@ -163,6 +176,16 @@ def read_header(path: str | Path) -> GGUFHeader:
             return _parse(p, buf, size)
 
 
+def header_from_prefix(prefix: bytes, size: int, name: str | Path) -> GGUFHeader:
+    """Parse the header of a `size`-byte GGUF from its first bytes (a ranged download's prefix).
+
+    Raises HeaderNeedsMore when `prefix` ends inside the header and the file goes on,
+    ModelFileError when the header itself is bad; `name` stands for the path in both."""
+    if len(prefix) < min(size, 24):
+        raise HeaderNeedsMore(len(prefix))
+    return _parse(Path(name), prefix, size)
+
+
 def _parse(p: Path, buf, size: int) -> GGUFHeader:
     if bytes(buf[:4]) != MAGIC:
         raise ModelFileError(p, "not a GGUF file (wrong magic bytes)")
@@ -200,6 +223,8 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
         align = int(meta.get("general.alignment", 32)) or 32
         data_start = (r.pos + align - 1) // align * align
     except _Truncated:
+        if len(buf) < size:  # a prefix: the rest of the file is not here yet
+            raise HeaderNeedsMore(len(buf)) from None
         raise ModelFileError(
             p, f"truncated GGUF: the header runs past the end of the file ({size} bytes)"
         ) from None
@@ -230,4 +255,4 @@ def human_params(n: int) -> str:
     return str(n)
 
 
-__all__ = ["GGUFHeader", "read_header", "human_size", "human_params"]
+__all__ = ["GGUFHeader", "HeaderNeedsMore", "header_from_prefix", "read_header", "human_size", "human_params"]
