@@ -19,7 +19,7 @@ from app import __version__, paths
 from app.errors import LlamaDeskError
 
 # Subcommand modules under app.commands, in the order `--help` lists them.
-COMMANDS = ("ask", "models", "bench", "batch", "serve", "compare", "list", "export", "import_")
+COMMANDS = ("ask", "models", "pull", "bench", "batch", "serve", "compare", "list", "export", "import_")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,0 +1,102 @@
+"""`models search TEXT`: repositories with GGUF files, each file with its quantization, size
+and fit label.
+
+One list_models call finds the repositories (the Hub's "gguf" filter: those with GGUF
+files); one model_info per repository gives the files' sizes and sha256; and one header
+per repository, read with ranged requests from its smallest GGUF, gives the fit of all its
+files: the layers, heads, window and vocabulary are the same in every quantization of one
+model, only the weights differ, and those are each file's size. Repositories are asked in
+parallel, since each costs a round trip or three.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import httpx
+
+from app.hub import api
+from app.hub.errors import HubError
+from app.hub.fit import judge, predict
+from app.hub.quant import is_model_file, split_part
+from app.hub.remote_header import fetch_header
+from app.hub.resources import free_ram, free_vram, gpu_layers_used
+
+
+@dataclass
+class FoundFile:
+    name: str
+    quant: str
+    size: int
+    fit: str  # fits / tight / won't fit / ?
+    needs: int | None  # RAM bytes predicted, where the header could be read
+    parts: int = 1  # a split GGUF's number of files
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class FoundRepo:
+    repo: str
+    downloads: int | None
+    likes: int | None
+    gated: bool
+    files: list[FoundFile] = field(default_factory=list)
+    note: str | None = None  # why there are no fit labels (a header that could not be read)
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["files"] = [f.to_json() for f in self.files]
+        return d
+
+
+def search(text: str, limit: int = 10, n_ctx: int = 4096, gpu_layers: int = -1) -> list[FoundRepo]:
+    if not text.strip():
+        raise ValueError("the search text is empty")
+    with api.hub_errors():
+        found = list(api.hf_api().list_models(search=text, filter="gguf", sort="downloads", limit=limit,
+                                               expand=["downloads", "likes", "gated"]))
+    layers = gpu_layers_used(gpu_layers)
+    ram, vram = free_ram(), free_vram()
+    from app.hub.http import client
+
+    with client() as http, ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda m: _repo(http, m, n_ctx, layers, ram, vram), found))
+
+
+def _repo(http: httpx.Client, m, n_ctx: int, gpu_layers: int, ram, vram) -> FoundRepo:
+    out = FoundRepo(m.id, m.downloads, m.likes, bool(m.gated))
+    try:
+        files, _ = api.gguf_files(m.id)
+    except HubError as e:
+        out.note = str(e)
+        return out
+    models = [f for f in files if is_model_file(f.name)]
+    shown = [f for f in models if (split_part(f.name) or (1, 1))[0] == 1]
+    totals = {f.name: sum(g.size for g in models if _same_split(f.name, g.name)) for f in shown}
+    header = None
+    if shown and not out.gated:
+        smallest = min(shown, key=lambda f: f.size)
+        try:
+            header = fetch_header(http, smallest)
+        except HubError as e:
+            out.note = f"no fit: {e}"
+    for f in sorted(shown, key=lambda f: f.size):
+        size = totals[f.name]
+        label, needs = "?", None
+        if header is not None:
+            p = judge(predict(header, n_ctx, gpu_layers=gpu_layers, size=size), ram, vram)
+            label, needs = p.label, p.ram_needed
+        part = split_part(f.name)
+        out.files.append(FoundFile(f.name, f.quant, size, label, needs, part[1] if part else 1))
+    return out
+
+
+def _same_split(first: str, other: str) -> bool:
+    if first == other:
+        return True
+    a, b = split_part(first), split_part(other)
+    return bool(a and b) and first[: -len("00001-of-00003.gguf")] == other[: -len("00001-of-00003.gguf")]
