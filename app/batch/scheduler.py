@@ -266,7 +266,10 @@ class Scheduler(Generic[R, S]):
         keep = self.keep_prefixes and kv_tokens is not None
         if keep:
             self.kept[seq] = kv_tokens
-        self.slots[seq] = None
+        slot, self.slots[seq] = self.slots[seq], None
+        if slot is not None and self._drop:
+            with self.cv:  # a stop that came as it ended would otherwise stay in the set for good
+                self._drop.discard(slot.req.custom_id)
         return keep
 
     def step_slots(self) -> tuple[list[S], list[S]]:

@@ -18,5 +18,5 @@ Threads (the one rule; app.engine and app.batch refer to it):
   window stops a batch before it reloads or closes the model).
 - Safe from any thread: CancelToken.cancel; BatchEngine.submit_many,
   submit_online, pause, resume, cancel and cancel_request (they only take the
-  engine's condition lock).
+  engine's scheduler lock, app.batch.scheduler).
 """

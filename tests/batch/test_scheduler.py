@@ -515,3 +515,17 @@ def test_the_scheduler_imports_neither_llama_cpp_nor_ctypes():
     roots = {n.split(".")[0] for n in _module_imports("app.batch.scheduler", set())}
     assert "app" in roots
     assert not roots & {"llama_cpp", "ctypes", "numpy"}, roots
+
+
+def test_a_stop_that_arrives_as_its_request_ends_is_not_kept_for_good():
+    """The chat's Stop can land between a reply's last token and its slot's release."""
+    h = Host(1)
+    h.sched.submit_online(Req("chat-1", online=True))
+    assert h.turn()
+    (slot,) = h.step()
+    h.sched.cancel_request("chat-1")  # the user pressed Stop as the reply finished
+    h.finish(slot)
+    h.sched.submit_online(Req("chat-1", online=True))  # an id seen again must not start cancelled
+    assert h.turn()
+    live, cancelled = h.sched.step_slots()
+    assert [s.req.custom_id for s in live] == ["chat-1"] and cancelled == []
