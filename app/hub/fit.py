@@ -23,7 +23,7 @@ compute buffer count against the GPU's free memory instead (ggml allocates them 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from app.engine.gguf import GGUFHeader, human_size
 from app.engine.utilization import KV_ELEMENT_BYTES
@@ -49,7 +49,6 @@ class Prediction:
     ram_free: int | None = None
     vram_free: int | None = None
     label: str = "?"
-    notes: list[str] = field(default_factory=list)
 
     @property
     def resident(self) -> int:
