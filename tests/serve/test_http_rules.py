@@ -40,11 +40,12 @@ def test_the_frameworks_own_refusals_are_openais_error_shape(serve, client):
 
 
 UPLOADER = """
-import sys, httpx
+import sys, time, httpx
+t = time.monotonic()
 with open(sys.argv[2], "rb") as f:
     r = httpx.post(sys.argv[1] + "/v1/files", files={"file": ("big.jsonl", f)}, data={"purpose": "batch"},
                    timeout=300)
-print(r.status_code, r.text)
+print(r.status_code, time.monotonic() - t, r.text)
 """
 
 
@@ -63,12 +64,14 @@ def test_a_big_upload_leaves_the_event_loop_free(serve, tmp_path):
             assert c.get(serve.base + "/health").status_code == 200
             worst = max(worst, time.monotonic() - t)
             time.sleep(0.01)
-        status, body = up.communicate()[0].split(" ", 1)
+        status, took_s, body = up.communicate()[0].split(" ", 2)
+    took = float(took_s)
     assert status == "200", body
     f = json.loads(body)
     assert f["bytes"] == len(data)
-    # Reading, checking and storing 190 MB on the event loop stalled it for over a second.
-    assert worst < 0.5, f"/health waited {worst:.2f} s during the upload"
+    # Reading, checking and storing 190 MB on the event loop stalled it for half the upload's time
+    # and more (over a second here); on a machine this busy a probe may wait a little anyway.
+    assert worst < max(0.5, took / 4), f"/health waited {worst:.2f} s during a {took:.1f} s upload"
     digest = hashlib.sha256()
     with httpx.stream("GET", serve.base + f"/v1/files/{f['id']}/content", timeout=60) as r:
         assert r.status_code == 200 and r.headers["content-type"] == "application/jsonl"
