@@ -11,26 +11,17 @@ from one record, so the front ends cannot drift apart again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.chat.reply import Reply
 from app.engine.control import CancelToken, EventSink
 from app.engine.loader import LoadedModel, LoadOptions
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
-from app.engine.stats import ReplyStats
 from app.engine.utilization import Limits
 from app.remote.endpoint import Endpoint
-
-PROMPT_FORMATS = ("chat", "transcript")
-
-
-@dataclass
-class Reply:
-    text: str
-    stats: ReplyStats
-    dropped: list[int] = field(default_factory=list)  # history indices left out of context
 
 
 class WhereItRuns(Protocol):
@@ -49,7 +40,11 @@ class ReplyEngine(Protocol):
     """Answers chat turns one at a time; not thread-safe: one thread drives it."""
 
     notice: str | None  # a one-line caveat about the model (no chat template), or None
-    notes: list[str]  # one-line warnings about this machine's setup (the prompt cache is off, ...)
+
+    @property
+    def notes(self) -> Sequence[str]:
+        """One-line warnings about this machine's setup (the prompt cache is off, ...)."""
+        ...
 
     @property
     def report(self) -> WhereItRuns: ...

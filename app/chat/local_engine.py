@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.chat.budget import fit_history
-from app.chat.engines import Reply
+from app.chat.reply import Reply
 from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadedModel, LoadOptions, load_model

@@ -21,7 +21,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.chat.engines import Reply, ReplyEngine
+from app.chat.engines import ReplyEngine
+from app.chat.reply import Reply
 from app.engine.control import CancelToken, EventSink
 from app.engine.events import Event, TextDelta
 from app.engine.prompt import PromptMessage

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.chat.engines import PROMPT_FORMATS, Reply
+from app.chat.reply import PROMPT_FORMATS, Reply
 from app.engine.control import CancelToken, EventSink
 from app.engine.prompt import PromptMessage, TranscriptFormat
 from app.engine.sampling import GenerationSettings
@@ -73,7 +73,7 @@ class RemoteChatEngine:
     def n_ctx(self) -> int | None:
         return self.info.n_ctx or self.remote_model.n_ctx
 
-    notes: list[str] = []  # a server's caveats arrive mid-reply, through `notice`
+    notes: tuple[str, ...] = ()  # a server's caveats arrive mid-reply, through `notice`
     weights = None  # the server holds the weights: nothing here to share
     limits = None  # this machine's memory says nothing of the server's
 

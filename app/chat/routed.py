@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from app.batch.types import RequestDone, SlotRequest
 from app.chat.budget import Fit, fit_history
-from app.chat.engines import Reply
+from app.chat.reply import Reply
 from app.engine.control import CancelToken
 from app.engine.events import Event, Finished
 from app.engine.prompt import PromptMessage

@@ -13,8 +13,9 @@ import json
 import sys
 import threading
 
-from app.chat.engines import Reply, open_engine
+from app.chat.engines import open_engine
 from app.chat.recorder import TurnRecorder, record_turn
+from app.chat.reply import Reply
 from app.commands.common import (
     add_endpoint_args,
     add_model_args,
@@ -63,7 +64,7 @@ def generate_interruptibly(work):
     def target():
         try:
             box["result"] = work(cancel)
-        except BaseException as e:  # re-raised on the main thread
+        except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
             box["error"] = e
         finally:
             finished.set()

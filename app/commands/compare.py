@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.chat.engines import PROMPT_FORMATS
+from app.chat.reply import PROMPT_FORMATS
 from app.commands.common import add_sampling_args, note, sampling
 from app.remote.endpoint import DEFAULT_STALL_S
 

@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat.conversation import LiveConversation, LiveMessage
 from app.chat.live_gauges import LiveGauges
-from app.chat.local_engine import Reply
+from app.chat.reply import Reply
 from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings

@@ -1,0 +1,24 @@
+"""What answering a chat turn gives back, whichever engine answered it.
+
+Apart from app.chat.engines (the Protocol and the factory that imports every
+engine) so the engines themselves can name it without importing their own
+factory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.engine.stats import ReplyStats
+
+# How a turn reaches a remote server: "chat" sends messages to /chat/completions and lets the
+# server apply the model's template; "transcript" sends LlamaDesk's plain transcript to
+# /completions, for a base model without a chat template.
+PROMPT_FORMATS = ("chat", "transcript")
+
+
+@dataclass
+class Reply:
+    text: str
+    stats: ReplyStats
+    dropped: list[int] = field(default_factory=list)  # history indices left out of context
