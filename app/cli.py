@@ -112,7 +112,7 @@ def _usable_streams() -> None:
             if devnull != fd:
                 os.dup2(devnull, fd)
                 os.close(devnull)
-            setattr(sys, name, open(fd, "w", encoding="utf-8", closefd=False))  # noqa: SIM115 (lives until exit)
+            setattr(sys, name, open(fd, "w", encoding="utf-8", closefd=False))
     out = sys.stdout
     if getattr(out, "errors", None) == "strict" and hasattr(out, "reconfigure"):
         out.reconfigure(errors="backslashreplace")

@@ -11,7 +11,7 @@ from pathlib import Path
 if not getattr(sys, "frozen", False):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.cli import main  # noqa: E402
+from app.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -153,12 +153,13 @@ class BatchEngine:
 
     def _built(self, req: SlotRequest) -> list[int]:
         """The caller's prompt builder, on this thread; whatever it raises fails the request."""
+        build = req.build_prompt
+        assert build is not None  # prompt_for calls this only when the request has a builder
         try:
-            return list(req.build_prompt(self.slot_ctx,
-                                         lambda msgs: self.to_tokens(msgs, req.settings.preamble)))
+            return list(build(self.slot_ctx, lambda msgs: self.to_tokens(msgs, req.settings.preamble)))
         except (EngineError, ValueError):
             raise
-        except Exception as e:  # noqa: BLE001 - a caller's bug fails one request, not the batch
+        except Exception as e:
             raise EngineError(f"building the prompt failed: {type(e).__name__}: {e}") from e
 
     # -- the engine thread ----------------------------------------------------
@@ -277,6 +278,7 @@ class BatchEngine:
         outs: list[tuple[Slot, int]] = []
         for s in live:  # one token for every decoding slot: the cheap part
             if s.state is SlotState.DECODING:
+                assert s.pending is not None  # a decoding slot holds the token it sampled last
                 self._put(b, n, s.pending, s.n_past, s.seq, True)
                 s.fed.append(s.pending)
                 s.pending = None

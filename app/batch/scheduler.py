@@ -264,7 +264,7 @@ class Scheduler(Generic[R, S]):
         """Free the sequence; True when its KV stays for a later prefix (`kv_tokens`, exactly
         what it holds, None after an error), False when the engine must clear it."""
         keep = self.keep_prefixes and kv_tokens is not None
-        if keep:
+        if keep and kv_tokens is not None:
             self.kept[seq] = kv_tokens
         slot, self.slots[seq] = self.slots[seq], None
         if slot is not None and self._drop:

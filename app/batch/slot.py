@@ -7,6 +7,8 @@ reply is cut and measured by the same rules batched as alone.
 
 from __future__ import annotations
 
+import logging
+
 from app.batch.scheduler import SlotState
 from app.batch.types import SlotRequest, SlotResult, SlotStats
 from app.engine.events import Finished, FirstToken, TextDelta
@@ -14,6 +16,8 @@ from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
 from app.engine.timing import TokenTimer
+
+log = logging.getLogger("llamadesk.batch")
 
 
 class Slot:
@@ -49,8 +53,8 @@ class Slot:
         if self.req.on_event is not None:
             try:
                 self.req.on_event(ev)
-            except Exception:  # a consumer's bug must not stop the other slots
-                pass
+            except Exception:
+                log.exception("the consumer of %s failed on %s", self.req.custom_id, type(ev).__name__)
 
     @property
     def generated(self) -> int:

@@ -17,6 +17,7 @@ finishes), and the report counts what the reply really contained.
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import time
@@ -225,7 +226,7 @@ def _report(info, st, paint_log: list[tuple[str, float, float]],
     (t0, g0), (t1, g1) = appends[0], appends[-1]
     view_rate = (g1 - g0) / (t1 - t0)
     engine_rate = st.wall_decode_tok_s
-    gaps = [(b - a) * 1000 for a, b in zip(ticks, ticks[1:])]
+    gaps = [(b - a) * 1000 for a, b in itertools.pairwise(ticks)]
     frames = _frames(paint_log, appends)
     total = st.decode_tokens
     first = [(a, p) for n, a, p in frames if n <= EDGE_TOKENS]

@@ -120,7 +120,7 @@ def classify(reply: str, question: str, earlier: tuple[str, ...] = ()) -> str:
     if not reply.strip():
         return "empty"
     r, q = words(reply), words(question)
-    if len(q) >= 3 and _contains_run(r, q) or (q and r[:len(q)] == q):
+    if (len(q) >= 3 and _contains_run(r, q)) or (q and r[:len(q)] == q):
         return "echo"
     if ROLE_LINE.search(reply):
         return "role_marker"

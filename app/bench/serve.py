@@ -76,7 +76,7 @@ def _load(base: str, model: str, n_clients: int, tokens: int) -> dict:
             rows = list(pool.map(lambda i: _one(http, model, i, tokens), range(n_clients * 2)))
         wall = time.perf_counter() - t0
     ttfts = sorted(t for t, _, _ in rows if t is not None)
-    p95 = ttfts[min(len(ttfts) - 1, int(round(0.95 * (len(ttfts) - 1))))] if ttfts else None
+    p95 = ttfts[min(len(ttfts) - 1, round(0.95 * (len(ttfts) - 1)))] if ttfts else None
     return {"requests": len(rows), "aggregate_tok_s": sum(n for _, n, _ in rows) / wall,
             "prompt_tokens": statistics.mean(p for _, _, p in rows),
             "p50_ttft_s": statistics.median(ttfts) if ttfts else None, "p95_ttft_s": p95}

@@ -188,7 +188,7 @@ def _decode_on_worker(job: BatchJob, engine: BatchEngine, model_name: str,
     def work():
         try:
             box["summary"] = job.run(engine, model_name, progress)
-        except BaseException as e:  # re-raised on the main thread
+        except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
             box["error"] = e
         finally:
             ended.set()

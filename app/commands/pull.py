@@ -12,9 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from app.commands.common import check_range, note
 from app.engine.gguf import human_size
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -109,7 +113,9 @@ class _Bar:
     """tqdm's byte bar on a terminal (stderr); nothing elsewhere. One per phase."""
 
     def __init__(self, name: str):
-        self.name, self.bar, self.phase = name, None, None
+        self.name = name
+        self.bar: tqdm | None = None
+        self.phase: str | None = None
 
     def update(self, phase: str, done: int, total: int) -> None:
         if not sys.stderr.isatty():

@@ -85,7 +85,7 @@ def to_table(cmp: Comparison) -> str:
 
 def to_markdown(cmp: Comparison) -> str:
     head, body, notes = _grid(cmp, lambda t: f"**{t}**")
-    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    esc = lambda s: s.replace("|", "\\|")
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in body]
     out += ["", f"Medians of {cmp.repeat} runs per prompt, (min–max); **bold**: best, outside the others' "

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
-import llama_cpp._logger  # noqa: F401  (installs its callback on import; we replace it below)
+import llama_cpp._logger
 
 from app.engine.gguf import human_size
 

@@ -13,6 +13,8 @@ app.engine docstring). CancelToken.cancel is the one call safe from any thread.
 
 from __future__ import annotations
 
+import itertools
+import logging
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -29,6 +31,8 @@ from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
 from app.engine.timing import TokenTimer
+
+log = logging.getLogger("llamadesk.engine")
 
 PROGRESS_EVERY_S = 0.2  # the gauges promise at least 4 updates a second
 
@@ -62,7 +66,7 @@ class _Turn:
     def show(self, text: str, generated: int, now: float) -> None:
         """Text became visible: FirstToken the first time, then the delta."""
         if self.timer.text(now):
-            self.emit(FirstToken(self.timer.ttft_from(self.t_submit)))
+            self.emit(FirstToken(now - self.t_submit))
         self.parts.append(text)
         self.emit(TextDelta(text, generated, now))
 
@@ -182,7 +186,8 @@ class Decoder:
                 turn.sink(Progress("prefill", now - turn.t_submit, done, 0,
                                    done / (now - turn.t_pre) if done else None,
                                    len(self.tokens), self.n_ctx))
-        except Exception:  # an exception must never cross into C
+        except Exception:
+            log.exception("the prefill's progress callback failed")
             return False
         return False
 
@@ -272,7 +277,7 @@ class Decoder:
         if turn.cached < turn.save_at < len(turn.prompt):
             cuts.insert(1, turn.save_at)
         return [(i, min(i + self.n_batch, b))
-                for a, b in zip(cuts, cuts[1:]) for i in range(a, b, self.n_batch)]
+                for a, b in itertools.pairwise(cuts) for i in range(a, b, self.n_batch)]
 
     def _prefill(self, turn: _Turn) -> None:
         """Evaluate the uncached prompt in chunks, with the abort callback set.

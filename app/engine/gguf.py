@@ -255,4 +255,4 @@ def human_params(n: int) -> str:
     return str(n)
 
 
-__all__ = ["GGUFHeader", "HeaderNeedsMore", "header_from_prefix", "read_header", "human_size", "human_params"]
+__all__ = ["GGUFHeader", "HeaderNeedsMore", "header_from_prefix", "human_params", "human_size", "read_header"]

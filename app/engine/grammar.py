@@ -26,17 +26,23 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from app.engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from llguidance import LLTokenizer
+    from llguidance._lib import JsonCompileOptions
 
 KINDS = ("json_schema", "json_object", "lark", "gbnf", "regex")
 # Any JSON object, with whitespace as a model writes it: what response_format json_object promises.
 ANY_OBJECT = {"type": "object"}
 # Compact JSON as people write it on one line: a small model given free whitespace inside an
 # object can fill its whole budget with newlines (seen with the bundled 270M model).
-JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+JSON_OPTIONS: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ", ",
+                                    "key_separator": ": "}
 _COMPILED_MAX = 128  # distinct grammars kept compiled (a server's clients reuse a few schemas)
 
 
@@ -122,11 +128,11 @@ def _one_line(e) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-_tokenizers: dict[int, object] = {}
+_tokenizers: dict[int, LLTokenizer] = {}
 _tok_lock = threading.Lock()
 
 
-def tokenizer_for(vocab) -> object:
+def tokenizer_for(vocab) -> LLTokenizer:
     """LLGuidance's view of a llama.cpp vocabulary, built once per loaded model (about a second
     for Gemma's 262k tokens) and shared by every context on it: it only reads the vocabulary."""
     key = ctypes.cast(vocab, ctypes.c_void_p).value or 0

@@ -133,7 +133,7 @@ class Sampler:
         self.seed = s.seed if s.seed is not None and s.seed >= 0 else random.randrange(SEED_MAX + 1)
         params = llama_cpp.llama_sampler_chain_default_params()
         self.chain = llama_cpp.llama_sampler_chain_init(params)
-        add = lambda smpl: llama_cpp.llama_sampler_chain_add(self.chain, smpl)  # noqa: E731
+        add = lambda smpl: llama_cpp.llama_sampler_chain_add(self.chain, smpl)
         penalize = s.repeat_penalty != 1.0
         dry = s.dry_multiplier > 0 and vocab is not None
         # The penalty and DRY samplers walk every candidate they are given, and
@@ -142,7 +142,7 @@ class Sampler:
         # is exact: they only lower a few recent tokens, so the winner is in the top 65.
         if s.temperature > 0 and s.top_k > 0:
             add(llama_cpp.llama_sampler_init_top_k(s.top_k))
-        elif s.temperature <= 0 and (dry or penalize and s.repeat_penalty > 1.0):
+        elif s.temperature <= 0 and (dry or (penalize and s.repeat_penalty > 1.0)):
             add(llama_cpp.llama_sampler_init_top_k(PENALTY_WINDOW + 1))
         if penalize:
             add(llama_cpp.llama_sampler_init_penalties(n_vocab, PENALTY_WINDOW, s.repeat_penalty, 0.0, 0.0))
@@ -172,7 +172,7 @@ class Sampler:
         self.n_vocab = n_vocab
         self.argmax = llama_cpp.llama_sampler_chain_n(self.chain) == 1 and s.temperature <= 0
         self.grammar = None if s.constraint is None else GrammarMatcher(s.constraint, vocab, n_vocab)
-        self._cands = None  # llama_token_data[n_vocab], made on the first constrained chain draw
+        self._cands: ctypes.Array | None = None  # llama_token_data[n_vocab], on the first constrained draw
 
     def _row(self, ctx, idx: int) -> np.ndarray:
         return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx), shape=(self.n_vocab,))
@@ -208,7 +208,7 @@ class Sampler:
         self._view["p"] = 0.0
         cur = llama_cpp.llama_token_data_array(self._cands, self.n_vocab, -1, False)
         llama_cpp.llama_sampler_apply(self.chain, ctypes.byref(cur))
-        return int(self._cands[cur.selected].id)
+        return int(self._view["id"][cur.selected])
 
     def close(self) -> None:
         if self.chain is not None:

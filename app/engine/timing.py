@@ -13,7 +13,7 @@ from __future__ import annotations
 class TokenTimer:
     """perf_counter() stamps of one reply; the caller passes `now`."""
 
-    __slots__ = ("t_first_tok", "t_last_tok", "t_first_text")
+    __slots__ = ("t_first_text", "t_first_tok", "t_last_tok")
 
     def __init__(self) -> None:
         self.t_first_tok: float | None = None

@@ -51,7 +51,7 @@ def store_error(path: Path, e: sqlite3.Error) -> StoreError:
 
 class StoreBase:
     def __init__(self, conn: sqlite3.Connection, path: Path, fts: bool):
-        self._conn = conn
+        self._conn: sqlite3.Connection | None = conn
         self._lock = threading.RLock()
         self.path = path
         self.fts = fts  # full-text index in use (else search scans with LIKE)

@@ -86,7 +86,7 @@ def _get(obj: dict, key: str, types: tuple, where: str, optional: bool = False):
     v = obj[key]
     if v is None and optional:
         return None
-    if isinstance(v, bool) and bool not in types or not isinstance(v, types):
+    if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
         raise _Bad(f"{where}.{key} should be {' or '.join(t.__name__ for t in types)}, "
                    f"not {type(v).__name__}")
     return v
@@ -107,7 +107,13 @@ def _stats(d, where: str) -> ReplyStats | None:
     return ReplyStats.from_json(d)
 
 
-def _time(obj: dict, key: str, where: str, optional: bool = False) -> float | None:
+def _time(obj: dict, key: str, where: str) -> float:
+    ts = _time_or_none(obj, key, where, optional=False)
+    assert ts is not None  # a required field: _get raised if it was missing
+    return ts
+
+
+def _time_or_none(obj: dict, key: str, where: str, optional: bool = True) -> float | None:
     v = _get(obj, key, _NUM, where, optional)
     if v is None:
         return None
@@ -138,7 +144,7 @@ def _walk(doc, root: str) -> None:
             for k, x in v.items():
                 stack.append((k, f"a key in {where}"))
                 named = isinstance(k, str) and k.isidentifier() and k.isascii()
-                stack.append((x, f"{where}.{k}" if named else f"{where}[{ascii(k)}]"))
+                stack.append((x, f"{where}.{k}" if named else f"{where}[{k!a}]"))
         elif isinstance(v, list):
             stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
 
@@ -181,7 +187,7 @@ def _message(m, mw: str) -> StoredMessage:
     if state not in STATES:
         raise _Bad(f"{mw}.state {state!r} is not one of {', '.join(STATES)}")
     created = _time(m, "created_at", mw)
-    updated = _time(m, "updated_at", mw, optional=True)
+    updated = _time_or_none(m, "updated_at", mw)
     return StoredMessage(
         id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw),
         created_at=created, updated_at=created if updated is None else updated,

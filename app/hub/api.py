@@ -109,7 +109,7 @@ def hub_errors(repo: str | None = None, filename: str | None = None,
     except hf.HfHubHTTPError as e:
         raise status_error(where, e.response.status_code if e.response is not None else None,
                            repo) from None
-    except Exception as e:  # noqa: BLE001 - httpx2 (huggingface_hub's) and httpx transport errors
+    except Exception as e:
         line = transport_line(e)
         if line is None:
             raise

@@ -84,7 +84,7 @@ def fetch(http: httpx.Client, f: RemoteFile, revision: str, parts: int = 4,
                 p.unlink(missing_ok=True)
             if attempt == 2:
                 raise HubError(f"{f.repo}/{f.name}: the file arrived damaged twice (its sha256 is not the "
-                               f"Hub's {f.sha256[:12]}…); nothing was kept")
+                               f"Hub's {(f.sha256 or '')[:12]}…); nothing was kept")
         dest = _install(f, partial, journal_path, revision)
         return Outcome(dest, fetched, resumed_at, time.monotonic() - t0, attempt)
     finally:
@@ -246,7 +246,7 @@ def _split(gaps: list[tuple[int, int]], parts: int) -> list[tuple[int, int]]:
     if not total:
         return []
     target = max(MIN_PART, -(-total // parts))
-    out = []
+    out: list = []
     for a, b in gaps:
         n = max(1, round((b - a) / target))
         step = -(-(b - a) // n)

@@ -85,7 +85,8 @@ def read(path: Path) -> tuple[dict, list[tuple[int, int, int]], int] | None:
         return None
     if not sep or not isinstance(meta, dict) or meta.get("journal") != VERSION:
         return None
-    records, trusted = [], 0
+    records: list[tuple[int, int, int]] = []
+    trusted = 0
     for off in range(0, len(body) - RECORD.size + 1, RECORD.size):
         start, length, crc, check = RECORD.unpack_from(body, off)
         if zlib.crc32(body[off:off + 20]) != check:

@@ -36,7 +36,7 @@ class RemoteBatchEngine:
         self.http, self.endpoint, self.info, self.model = http, endpoint, info, model
         self.parallel = parallel
         self.format = TranscriptFormat() if prompt_format == "transcript" else None
-        self.notice = None
+        self.notice: str | None = None
         self.on_event = on_event
         self._cancel = CancelToken()
         self._running = threading.Event()  # cleared while paused: no new request starts

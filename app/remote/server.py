@@ -87,7 +87,7 @@ def _models(body, ep: Endpoint) -> list[RemoteModel]:
     out = []
     for m in data:
         if isinstance(m, dict) and isinstance(m.get("id"), str):
-            meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+            meta: dict = m["meta"] if isinstance(m.get("meta"), dict) else {}
             n_ctx = meta.get("n_ctx") or m.get("max_model_len")  # llama-server / vLLM
             out.append(RemoteModel(m["id"], _ctx(n_ctx)))
     return out

@@ -242,7 +242,8 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
     if cached is None:
         cached = figures.count("cache_n", tm.get("cache_n"))
     if prompt is not None and cached is not None and cached > prompt:
-        cached = figures.drop("cached_tokens", cached, f"more than the {prompt} prompt tokens")
+        figures.drop("cached_tokens", cached, f"more than the {prompt} prompt tokens")
+        cached = None
     prefill_n = figures.count("prompt_n", tm.get("prompt_n"))
     if prefill_n is None and prompt is not None and cached is not None:
         prefill_n = prompt - cached
@@ -284,25 +285,27 @@ class _Figures:
     def drop(self, name: str, v, why: str = "implausible") -> None:
         if self._notice is not None:
             self._notice(f"the server reported {name} = {str(v)[:40]} ({why}): shown as not reported")
-        return None
 
     def count(self, name: str, v) -> int | None:
         if v is None:
             return None
         if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TOKENS:
             return v
-        return self.drop(name, v)
+        self.drop(name, v)
+        return None
 
     def ms(self, name: str, v) -> float | None:
         if v is None:
             return None
         if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_MS:
             return v / 1000
-        return self.drop(name, v)
+        self.drop(name, v)
+        return None
 
     def rate(self, name: str, v) -> float | None:
         if v is None or v == 0:
             return None
         if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_TOK_S:
             return float(v)
-        return self.drop(name, v)
+        self.drop(name, v)
+        return None

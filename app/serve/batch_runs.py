@@ -60,7 +60,7 @@ class BatchRun:
     def _run(self) -> None:
         try:
             self._decode()
-        except Exception as e:  # noqa: BLE001 - a batch fails alone, in its own record
+        except Exception as e:
             log.exception("batch %s failed", self.bid)
             self.store.update(self.bid, status="failed", failed_at=int(time.time()), errors=batch_errors(
                 {"code": "internal_error", "message": f"{type(e).__name__}: {e}"}))
@@ -121,7 +121,8 @@ class BatchRun:
         now = int(time.time())
         if not self.cancelled:
             self.store.update(self.bid, status="finalizing", finalizing_at=now)
-        out, err = [], []
+        out: list[str] = []
+        err: list[str] = []
         path = self.store.journal_path(self.bid)
         # At "\n" only: str.splitlines() also cuts at U+2028 and U+0085, which an answer may hold raw.
         for line in path.read_text(encoding="utf-8").split("\n") if path.exists() else ():

@@ -102,12 +102,13 @@ async def _http_error(request: Request, e: HTTPException):
     code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code)
     kind = "invalid_request_error" if e.status_code < 500 else "server_error"
     message = f"{e.detail} ({request.method} {request.url.path})"
-    return await _api_error(request, ApiError(e.status_code, message, None, code, kind, e.headers))
+    headers = dict(e.headers or {})
+    return await _api_error(request, ApiError(e.status_code, message, None, code, kind, headers))
 
 
 async def _invalid(request: Request, e: RequestValidationError):
     """A query or path parameter FastAPI could not convert: 422 as FastAPI says, OpenAI's shape."""
-    first = next(iter(e.errors()), {})
+    first: dict = next(iter(e.errors()), {})
     where = [str(x) for x in first.get("loc", ())]
     param = where[-1] if len(where) > 1 else None
     message = f"{param}: {first.get('msg', 'invalid')}" if param else str(first.get("msg", "invalid request"))
@@ -122,9 +123,10 @@ async def _crashed(request: Request, e: Exception):
 
 
 def add_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(ApiError, _api_error)
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(RequestValidationError, _invalid)
+    # Starlette types a handler by the base Exception; each of ours takes the class it is registered for.
+    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _crashed)
 
 

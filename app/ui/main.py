@@ -33,7 +33,8 @@ def run_window(model: str | None = None) -> int:
 
     from app.ui.window import MainWindow
 
-    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "llamadesk"])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1] or ["llamadesk"])
     app.setApplicationName("LlamaDesk")
     app.setApplicationDisplayName("LlamaDesk")
     app.setDesktopFileName("llamadesk")  # ties the window to packaging/llamadesk.desktop
@@ -44,10 +45,11 @@ def run_window(model: str | None = None) -> int:
     asyncio.set_event_loop(loop)
     done: asyncio.Future = loop.create_future()
     win = MainWindow(model=model)
-    win.closed.connect(lambda: done.done() or done.set_result(0))
+    win.closed.connect(lambda: None if done.done() else done.set_result(0))
     # Ctrl+C in the terminal closes the window the normal way (stop, then quit).
     old_sigint = signal.signal(signal.SIGINT, lambda *_: win.close())
-    tick = QTimer(interval=200, timeout=lambda: None)  # lets Python see the signal
+    tick = QTimer(interval=200)  # lets Python see the signal
+    tick.timeout.connect(lambda: None)
     tick.start()
     win.resize(1200, 800)
     win.show()

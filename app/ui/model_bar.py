@@ -8,6 +8,7 @@ complaint this answers.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -79,8 +80,8 @@ class ModelBar(QWidget):
         row.addWidget(self.settings_button)
         self._paths: list[str | SavedEndpoint | None] = []
 
-    def refresh(self, current: str | SavedEndpoint | None, extra: list[str] = (),
-                endpoints: list[SavedEndpoint] = ()) -> None:
+    def refresh(self, current: str | SavedEndpoint | None, extra: Sequence[str] = (),
+                endpoints: Sequence[SavedEndpoint] = ()) -> None:
         """List the default model, every discovered GGUF and the saved servers; select `current`."""
         self.combo.clear()
         self._paths = [None]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -134,5 +135,6 @@ def check(environ: Mapping[str, str] | None = None) -> str | None:
         if not env.get("QT_QPA_PLATFORM") and not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"):
             return NO_DISPLAY
         return None
-    except Exception:  # a check that breaks the start-up would be worse than Qt's own abort
+    except Exception:
+        logging.getLogger("llamadesk.ui").exception("the platform check failed; starting Qt anyway")
         return None

@@ -57,7 +57,7 @@ def test_unreadable_file(tmp_path, model_path):
             rc = main(["ask", "hello", "--model", str(p), "--max-tokens", "2", "--no-save"])
             sys.stderr.flush()
             os._exit(rc)
-        except BaseException as e:  # say what went wrong: the parent only sees the exit code
+        except BaseException as e:  # noqa: BLE001 - say what went wrong: the parent only sees the exit code
             os.write(write_fd, f"child failed: {type(e).__name__}: {e}\n".encode())
             os._exit(99)
     os.close(write_fd)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import llama_cpp
 
 from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, TextDelta
@@ -82,8 +84,8 @@ def test_live_progress_at_least_four_times_a_second(engine):
     live = [e for e in events if isinstance(e, Progress) and e.phase == "decode"]
     assert len(live) >= 4
     marks = [e.elapsed_s for e in live]
-    longest_step = max(b - a for a, b in zip(steps, steps[1:]))
-    longest_gap = max(b - a for a, b in zip(marks, marks[1:]))
+    longest_step = max(b - a for a, b in itertools.pairwise(steps))
+    longest_gap = max(b - a for a, b in itertools.pairwise(marks))
     assert longest_gap < 0.2 + 2 * longest_step, (longest_gap, longest_step)
     assert all(e.rate_tok_s and e.rate_tok_s > 0 for e in live)
     assert [e.kv_used for e in live] == sorted(e.kv_used for e in live)

@@ -187,7 +187,7 @@ def _as_nobody(fn) -> str:
                 msg = str(e)
             os.write(write_fd, msg.encode())
             os._exit(0)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - a forked child must never return into pytest
             os._exit(99)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as f:
@@ -270,7 +270,7 @@ def test_odd_names_are_one_line_each(conv, out):
             with pytest.raises(ExportError) as exc:
                 export.export(conv, target)
             assert str(exc.value) == f"{Path(target)}: cannot write it: {reason}"
-    with pytest.raises(ValueError, match="^the export file name is empty$"):
+    with pytest.raises(ValueError, match=r"^the export file name is empty$"):
         export.export(conv, "")
     assert [p.name for p in out.iterdir()] == ["sock.md"]
 

@@ -116,7 +116,7 @@ def _forked_as_nobody(args, code) -> subprocess.CompletedProcess:
                     rc = main(list(args))
             except SystemExit as e:
                 rc = e.code if isinstance(e.code, int) else 1
-            except BaseException:
+            except BaseException:  # noqa: BLE001 - printed for the parent, which reads the child's output
                 traceback.print_exc()
             finally:
                 sys.stdout.flush()

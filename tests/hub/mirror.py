@@ -241,8 +241,8 @@ def _handler(mirror: Mirror, cdn: bool):
             if f.path is None:  # a git file: served here, its ETag the git blob id
                 self.served.status = 200
                 self.send_response(200)
-                for k, v in common + [("ETag", f'"{hashlib.sha1(f.text).hexdigest()}"'),
-                                      ("Content-Length", str(f.size))]:
+                for k, v in [*common, ("ETag", f'"{hashlib.sha1(f.text).hexdigest()}"'),
+                             ("Content-Length", str(f.size))]:
                     self.send_header(k, v)
                 self.end_headers()
                 if self.command != "HEAD":
@@ -250,9 +250,9 @@ def _handler(mirror: Mirror, cdn: bool):
                 return
             self.served.status = 302
             self.send_response(302)
-            for k, v in common + [("Location", f"{mirror.cdn}/cdn/{f.sha256}"), ("ETag", f'"{f.sha256}"'),
-                                  ("X-Linked-Etag", f'"{f.sha256}"'), ("X-Linked-Size", str(f.size)),
-                                  ("Content-Length", "0")]:
+            for k, v in [*common, ("Location", f"{mirror.cdn}/cdn/{f.sha256}"), ("ETag", f'"{f.sha256}"'),
+                         ("X-Linked-Etag", f'"{f.sha256}"'), ("X-Linked-Size", str(f.size)),
+                         ("Content-Length", "0")]:
                 self.send_header(k, v)
             self.end_headers()
 

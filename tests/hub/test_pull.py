@@ -165,7 +165,7 @@ def test_ctrl_c_pauses_keeps_the_partial_and_cancel_removes_it(hub):
         settled(TINY, f.sha256)
         child.send_signal(signal.SIGINT)
         hub.gate.set()
-        out, err = child.communicate(timeout=30)
+        _out, err = child.communicate(timeout=30)
     finally:
         child.kill()
     assert child.returncode == 130, err

@@ -88,7 +88,7 @@ def test_import_round_trips_and_opens_the_conversation(qtbot, chatted, tmp_path)
     assert win.flow.conversation.id == new and set(win.history_panel.ids()) == {src, new}
     with Store.open() as s:
         a, b = s.get_conversation(src), s.get_conversation(new)
-    strip = lambda c: [(m.role, m.content, m.stats, m.state, m.out_of_context) for m in c.messages]  # noqa: E731
+    strip = lambda c: [(m.role, m.content, m.stats, m.state, m.out_of_context) for m in c.messages]
     assert strip(a) == strip(b) and a.title == b.title
     assert msg.stats.summary() in win.view.toPlainText()
 

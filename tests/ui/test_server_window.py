@@ -38,7 +38,7 @@ def test_serving_from_the_window_while_chatting(qtbot, make_window):
     msg = ask(qtbot, win, "Name a colour.")  # routed to the server's engine
     assert msg.content and msg.stats.decode_tokens > 0
     host = win.server_runner.host
-    online = lambda: [rid for _, rid, _, _, _ in host.stats.recent if rid.startswith("o")]  # noqa: E731
+    online = lambda: [rid for _, rid, _, _, _ in host.stats.recent if rid.startswith("o")]
     # The API client's request and the chat's turn, both online requests of the server (the
     # turn's record lands just after its reply, on the server's engine thread).
     qtbot.waitUntil(lambda: len(online()) >= 2, timeout=5_000)

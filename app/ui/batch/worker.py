@@ -101,7 +101,7 @@ class BatchWorker(QObject):
             self.finished.emit(summary)
         except (LlamaDeskError, ValueError, OSError) as e:
             self.failed.emit(str(e))
-        except Exception as e:  # noqa: BLE001 - the window must survive any batch bug
+        except Exception as e:
             log.exception("batch crashed")
             self.failed.emit(f"{type(e).__name__}: {e}")
         finally:
@@ -118,8 +118,12 @@ class BatchWorker(QObject):
             pending = bool(self.online) and not self.cancelled
             engine = self.engine
         if pending and engine is not None:
-            engine.on_event = lambda ev: isinstance(ev, RequestDone) and self._online_done(ev)
+            engine.on_event = self._drain_event
             engine.run()
+
+    def _drain_event(self, ev) -> None:
+        if isinstance(ev, RequestDone):
+            self._online_done(ev)
 
     def _sink(self, ev) -> None:
         if isinstance(ev, RequestDone) and ev.result.stats.online:
@@ -128,7 +132,7 @@ class BatchWorker(QObject):
             self.batch_event.emit(ev)
 
     # -- any thread -----------------------------------------------------------
-    def _engine(self) -> BatchEngine | None:
+    def _engine(self) -> SlotBackend | None:
         with self.lock:
             return self.engine
 

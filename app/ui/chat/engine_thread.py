@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 
 from app.chat.engines import EngineTarget, ReplyEngine, WhereItRuns, open_engine
 from app.engine.control import CancelToken
@@ -91,7 +91,7 @@ class EngineWorker(QObject):
         except (LlamaDeskError, ValueError, OSError) as e:
             self.load_failed.emit(str(e))
             return
-        except Exception as e:  # noqa: BLE001 - the window must survive any loader or client bug
+        except Exception as e:
             log.exception("model load crashed")
             self.load_failed.emit(f"{type(e).__name__}: {e}")
             return
@@ -118,7 +118,7 @@ class EngineWorker(QObject):
             self.failed.emit(job, str(e), True)
         except (LlamaDeskError, ValueError) as e:
             self.failed.emit(job, str(e), False)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.exception("reply crashed")
             self.failed.emit(job, f"{type(e).__name__}: {e}", False)
         else:
@@ -134,9 +134,9 @@ class ChatRouter(Protocol):
     """Something that may answer a chat turn instead of the engine thread (the Batch
     window's online slot) and reports it through signals shaped like the worker's."""
 
-    chat_event: Signal
-    chat_replied: Signal
-    chat_failed: Signal
+    chat_event: SignalInstance
+    chat_replied: SignalInstance
+    chat_failed: SignalInstance
 
     def route(self, job: Job) -> bool: ...
 

@@ -60,7 +60,7 @@ class MarkdownRenderer:
         """Render `text`; copy links are numbered from `copy_base` on."""
         codes: list[str] = []
         md = self.md
-        rules = md.renderer.rules
+        rules = md.renderer.rules  # type: ignore[attr-defined]  # markdown-it's RendererHTML has them
 
         def fence(tokens, idx, _options, _env):
             tok = tokens[idx]

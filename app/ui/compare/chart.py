@@ -7,6 +7,8 @@ rows (#1, #2...) rather than named, so a long target label never squeezes them.
 
 from __future__ import annotations
 
+from typing import cast
+
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import QSizePolicy, QWidget
@@ -45,7 +47,7 @@ class CompareChart(QWidget):
             w = half - 12
             p.setPen(text)
             p.drawText(QRectF(x0, 2, w, lh), Qt.AlignmentFlag.AlignLeft, f"{title} ({unit})")
-            vals = [r[idx] for r in self.rows]
+            vals = [cast(float | None, r[idx]) for r in self.rows]
             vmax = max((v for v in vals if v), default=0) or 1.0
             bar_h = max(8.0, min(24.0, (self.height() - lh - 8) / len(self.rows) - 4))
             label_w = fm.horizontalAdvance("#6 ")

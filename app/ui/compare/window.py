@@ -10,6 +10,7 @@ reopened comparison looks exactly as it did.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
@@ -58,10 +59,14 @@ def compare_choices(model_bar: ModelBar, endpoint_for: Callable[[SavedEndpoint],
         if item is None:
             out.append((label, lambda: Target("model", "")))  # "": the bundled default, assembled if need be
         elif isinstance(item, SavedEndpoint):
-            out.append((label, lambda e=item: Target.for_endpoint(endpoint_for(e), e.model, e.prompt_format)))
+            out.append((label, partial(_endpoint_target, endpoint_for, item)))
         else:
-            out.append((label, lambda p=item: Target("model", p)))
+            out.append((label, partial(Target, "model", item)))
     return out
+
+
+def _endpoint_target(endpoint_for: Callable[[SavedEndpoint], Endpoint], saved: SavedEndpoint) -> Target:
+    return Target.for_endpoint(endpoint_for(saved), saved.model, saved.prompt_format)
 
 
 class _Worker(QObject):

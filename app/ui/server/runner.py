@@ -12,11 +12,17 @@ import logging
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
 from app.chat.routed import RoutedTurn
 from app.engine.loader import LoadedModel
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from app.serve.engine_host import ServeEngine
 
 log = logging.getLogger("llamadesk.ui.server")
 DEFAULT_PORT = 8765
@@ -30,9 +36,9 @@ class ServerRunner(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.host = None  # ServeEngine while serving
+        self.host: ServeEngine | None = None  # while serving
         self.url: str | None = None
-        self._server = None
+        self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -69,7 +75,7 @@ class ServerRunner(QObject):
         def serve() -> None:
             try:
                 server.run(sockets=[sock])
-            except BaseException:  # noqa: BLE001 - logged; the panel sees serving stop
+            except BaseException:
                 log.exception("the server's HTTP thread stopped")
             finally:
                 sock.close()

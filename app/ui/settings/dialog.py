@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.config import AppConfig
@@ -85,10 +86,12 @@ class SettingsDialog(QDialog):
                          ("Threads", self.threads)):
             form.addRow(label, w)
         form.addRow(QLabel("<i>Applied to the next reply:</i>"))
-        for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Top-k", self.top_k),
-                         ("Min-p", self.min_p), ("Repeat penalty", self.repeat_penalty),
-                         ("Seed", self.seed), ("Max tokens", self.max_tokens), ("DRY", self.dry)):
-            form.addRow(label, w)
+        sampling: tuple[tuple[str, QWidget], ...] = (
+            ("Temperature", self.temperature), ("Top-p", self.top_p), ("Top-k", self.top_k),
+            ("Min-p", self.min_p), ("Repeat penalty", self.repeat_penalty), ("Seed", self.seed),
+            ("Max tokens", self.max_tokens), ("DRY", self.dry))
+        for label, field_widget in sampling:
+            form.addRow(label, field_widget)
         form.addRow(self.preamble)
         form.addRow(self.preamble_text)
         self.cache_label = QLabel()

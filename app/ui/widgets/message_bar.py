@@ -6,6 +6,8 @@ window: the user reads the line, maybe clicks its action, and keeps working.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton
 
@@ -13,7 +15,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolBut
 class MessageBar(QFrame):
     action_triggered = Signal(str)  # the action key given to show()
 
-    LEVEL_COLORS = {"error": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
+    LEVEL_COLORS: ClassVar[dict[str, str]] = {"error": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
 
     def __init__(self, parent=None):
         super().__init__(parent)
