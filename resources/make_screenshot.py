@@ -26,7 +26,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
 from app.bench.gui import MARKDOWN_SHOT
-from app.chat.conversation import ChatMessage, Conversation
+from app.chat.conversation import LiveConversation, LiveMessage
 from app.config import AppConfig
 from app.ui.window import MainWindow
 
@@ -54,7 +54,7 @@ EARLIER = [("Explain the difference between TCP and UDP", "TCP is connection-ori
 def seed_history() -> None:
     os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="llamadesk-shot-")
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="llamadesk-shot-cache-")
-    from app.chat.store import Store
+    from app.history.store import Store
 
     with Store.open() as store:
         for question, answer in EARLIER:
@@ -110,7 +110,7 @@ def main() -> int:
 
     def poll() -> None:
         # Once a code block or list has rendered live, with more still streaming.
-        shown = win.view.live_renders >= 2 or win.view.in_open_code and win.flow.gauges.generated >= 60
+        shown = win.view.live_renders >= 2 or (win.view.in_open_code and win.flow.gauges.generated >= 60)
         if shown or time.perf_counter() - state["t0"] > 60:
             win.grab().save(str(out))
             print(f"saved {out}")
@@ -121,7 +121,8 @@ def main() -> int:
     def on_loaded(_info) -> None:
         if state["turn"] == 0:
             q, a = MARKDOWN_SHOT
-            win.flow.new_chat(Conversation(messages=[ChatMessage("user", q), ChatMessage("assistant", a)]))
+            shown = [LiveMessage("user", q), LiveMessage("assistant", a)]
+            win.flow.new_chat(LiveConversation(messages=shown))
             ask_next()
 
     win.model_loaded.connect(on_loaded)
