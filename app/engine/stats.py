@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+# Below this many prompt tokens the prefill is shown as the time it took, not a rate.
+PREFILL_RATE_MIN_TOKENS = 32
+# Why the reply ended, in words ("stop: stop" read as a stutter).
+ENDINGS = {"stop": "finished", "length": "max tokens reached", "cancelled": "stopped",
+           "error": "failed"}
+
 
 @dataclass
 class ReplyStats:
@@ -52,42 +58,135 @@ class ReplyStats:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
+    @property
+    def remote(self) -> bool:
+        return self.source is not None
+
+    def ttft(self) -> Figure | None:
+        return duration(self.ttft_s)
+
+    def prefill(self) -> Figure | None:
+        """The prefill as the gauges' tile and the footer show it: a rate, or under
+        PREFILL_RATE_MIN_TOKENS the time it took (a rate over a handful of tokens is mostly
+        the fixed cost of one llama_decode call, and reads as a slow machine)."""
+        if self.prefill_tokens is not None and self.prefill_tokens < PREFILL_RATE_MIN_TOKENS \
+                and self.prefill_s is not None:
+            return duration(self.prefill_s)
+        return rate(self.prefill_tok_s, 0)
+
+    def decode(self) -> Figure | None:
+        return rate(self.decode_tok_s, 1)
+
+    def kv(self) -> str | None:
+        """'173/4096': the KV cells in use after the reply, of the context."""
+        return f"{self.kv_used}/{self.n_ctx}" if self.kv_used is not None else None
+
+    def total(self) -> str:
+        return f"{self.total_s:.2f} s"
+
+    def ended(self) -> str:
+        return ENDINGS.get(self.stop_reason, self.stop_reason)
+
     def summary(self) -> str:
-        """The one-line footer shown under a message and on the CLI's stderr."""
+        """The one-line footer shown under a message and on the CLI's stderr.
+
+        Every figure in it comes from the methods above, which the gauges, the
+        timeline and the exports call too: a number shown twice is formatted once."""
         nr = "not reported"
-        remote = self.source is not None
-        ttft = f"{self.ttft_s * 1000:.0f} ms" if self.ttft_s is not None else "-"
+        remote = self.remote
+        ttft = str(self.ttft() or "-")
         if remote and self.ttft_s is not None and self.prefill_s is not None:
             ttft += f" (server prefill {self.prefill_s * 1000:.0f} ms)"
 
         def n(v) -> str:
             return nr if v is None else str(v)
 
-        def phase(name: str, count: int | None, rate: float | None, digits: int) -> str:
-            if count is None and rate is None and remote:
+        def phase(name: str, count: int | None, shown: Figure | None) -> str:
+            if count is None and shown is None and remote:
                 return f"{name} {nr}"
-            shown = f"{rate:.{digits}f} tok/s" if rate else (f"rate {nr}" if remote else "- tok/s")
-            return f"{name} {n(count)} tok @ {shown}"
+            if shown is not None and shown.unit != "tok/s":
+                return f"{name} {n(count)} tok in {shown}"
+            at = str(shown) if shown is not None else (f"rate {nr}" if remote else "- tok/s")
+            return f"{name} {n(count)} tok @ {at}"
 
-        decode = phase("decode", self.decode_tokens, self.decode_tok_s, 1)
+        decode = phase("decode", self.decode_tokens, self.decode())
         if remote and self.wall_decode_tok_s:
             unit = "tok/s" if self.decode_tokens is not None else "deltas/s"
             decode += f" (received at {self.wall_decode_tok_s:.1f} {unit})"
         cached = n(self.cached_tokens) + (f" ({self.cached_disk_tokens} from disk)"
                                           if self.cached_disk_tokens else "")
-        kv = f"KV {self.kv_used}/{self.n_ctx}" if self.kv_used is not None else (
+        kv = f"KV {self.kv()}" if self.kv_used is not None else (
             f"KV {nr}" + (f" (ctx {self.n_ctx})" if self.n_ctx else ""))
         parts = [
             f"TTFT {ttft}",
-            phase("prefill", self.prefill_tokens, self.prefill_tok_s, 0),
+            phase("prefill", self.prefill_tokens, self.prefill()),
             f"cached {cached}",
             decode,
             kv,
-            f"total {self.total_s:.2f} s",
-            f"stop: {self.stop_reason}",
+            f"total {self.total()}",
+            self.ended(),
         ]
         if self.dropped_messages:
             parts.append(f"dropped {self.dropped_messages} msgs ({self.dropped_tokens} tok)")
         if remote:
             parts.append(f"on {self.source}")
         return " · ".join(parts)
+
+    def details(self) -> list[tuple[str, str]]:
+        """Every reported figure as a labelled line, for an export's table: the footer's own
+        wording for the figures it has, and only what was measured (nothing "None")."""
+        rows: list[tuple[str, str]] = [("time to first token", str(self.ttft() or "no text"))]
+        if self.prompt_tokens is not None:
+            rows.append(("prompt", f"{self.prompt_tokens} tok"))
+        if self.cached_tokens is not None:
+            disk = f" ({self.cached_disk_tokens} from disk)" if self.cached_disk_tokens else ""
+            rows.append(("cached", f"{self.cached_tokens} tok{disk}"))
+        for name, count, took, shown in (("prefill", self.prefill_tokens, self.prefill_s, self.prefill()),
+                                         ("decode", self.decode_tokens, self.decode_s, self.decode())):
+            if count is None and took is None:
+                continue
+            line = f"{'?' if count is None else count} tok"
+            line += f" in {duration(took)}" if took is not None else ""
+            line += f" @ {shown}" if shown is not None and shown.unit == "tok/s" else ""
+            rows.append((name, line))
+        if self.wall_decode_tok_s:
+            rows.append(("received at", str(rate(self.wall_decode_tok_s, 1))))
+        if self.kv() is not None:
+            rows.append(("KV cache", self.kv() or ""))
+        elif self.n_ctx:
+            rows.append(("context", f"{self.n_ctx} tok"))
+        if self.bw_utilization is not None:
+            rows.append(("memory bandwidth", f"{100 * self.bw_utilization:.0f}% of peak"))
+        if self.grammar_ms_per_token is not None:
+            rows.append(("constraint", f"{self.grammar_ms_per_token:.2f} ms per token"))
+        rows.append(("total", self.total()))
+        rows.append(("ended", self.ended()))
+        if self.dropped_messages:
+            rows.append(("left out", f"{self.dropped_messages} msgs ({self.dropped_tokens} tok)"))
+        if self.error:
+            rows.append(("error", self.error))
+        if self.source:
+            rows.append(("computed on", self.source))
+        return rows
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number as shown, with its unit: the gauges' tiles show the parts, the footer the whole."""
+
+    value: str
+    unit: str
+
+    def __str__(self) -> str:
+        return f"{self.value} {self.unit}"
+
+
+def duration(s: float | None) -> Figure | None:
+    """'256 ms' under 10 s, '12.3 s' above: the one way a short time reads everywhere."""
+    if s is None:
+        return None
+    return Figure(f"{s * 1000:.0f}", "ms") if s < 10 else Figure(f"{s:.1f}", "s")
+
+
+def rate(tok_s: float | None, digits: int) -> Figure | None:
+    return Figure(f"{tok_s:.{digits}f}", "tok/s") if tok_s else None

@@ -108,7 +108,8 @@ def test_html_parses_back_to_the_messages_with_stats(conv, tmp_path):
     p = Collector()
     p.feed(page)
     p.close()
-    assert p.contents == [m.content for m in conv.messages]
+    # Rendered, these plain messages read as their text (a paragraph ends in a newline).
+    assert [c.strip() for c in p.contents] == [m.content for m in conv.messages]
     assert p.summaries == [stats().summary(), stats(stop_reason="length", ttft_s=None).summary()]
     assert p.title == conv.title
     assert page.count("interrupted") >= 1 and page.count("out of context") == 2
@@ -123,9 +124,35 @@ def test_html_renders_markup_in_messages_as_text(conv, tmp_path):
     assert not [a for a, _ in p.attrs if a.startswith("on")]
     assert "<script>" not in page and "<img" not in page
     for evil in XSS:
-        assert evil in p.contents  # shown as the very characters the model wrote
+        assert evil in [c.strip() for c in p.contents]  # shown as the very characters the model wrote
     assert "default-src 'none'" in page  # and scripts are forbidden even if escaping ever failed
     assert "http://" not in page and "https://" not in page  # self-contained
+
+
+def test_html_renders_markdown_as_the_window_does_and_figures_as_the_footer(tmp_path):
+    reply = ("Use this:\n\n```python\ndef f(x):\n    return x\n```\n\n"
+             "| a | b |\n|---|---|\n| 1 | 2 |\n")
+    typed = "Why?\n\n```\nif x:\n    y()\n```"
+    st = stats(ttft_s=1.267739806999998, prefill_tokens=8, prefill_s=0.0213, error=None, source=None)
+    with Store.open() as s:
+        cid = s.create_conversation()
+        s.add_message(cid, "user", typed)
+        s.add_message(cid, "assistant", reply, stats=st)
+        conv = s.get_conversation(cid)
+    page = export.export(conv, tmp_path / "t.html").read_text("utf-8")
+    p = Collector()
+    p.feed(page)
+    p.close()
+    assert "```" not in page and "|---|" not in page  # rendered, not shown raw
+    assert p.tags.count("table") == 2 and "th" in p.tags  # the reply's table, and the stats table
+    assert '<pre class="hl">' in page and 'class="k"' in page  # highlighted by Pygments' python lexer
+    assert "def f(x):\n    return x" in p.contents[1] and "if x:\n    y()" in p.contents[0]
+    assert p.summaries == [st.summary()]
+    assert "1268 ms" in st.summary() and "prefill 8 tok in 21 ms" in st.summary()
+    table = page[page.index("<details"):page.index("</details>")]
+    assert "1.2677" not in table and "None" not in table and "source" not in table  # no raw values
+    for label, text in st.details():
+        assert f"<td>{label}</td><td>{text}</td>" in table
 
 
 # --- Markdown ----------------------------------------------------------------

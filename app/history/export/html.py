@@ -1,26 +1,35 @@
-"""HTML export: one self-contained page that opens in any browser.
+"""HTML export: one self-contained page that opens in any browser, read as the window shows it.
 
-Model output is untrusted text: every string from the conversation passes
-through html.escape (quotes too) and is shown with white-space: pre-wrap, so
-`<script>` or `<img onerror=...>` in a reply render as the characters they
-are. As a second fence the page forbids scripts outright through its
+A reply is rendered from Markdown by the window's own renderer
+(app.history.export.rendering: the same parse, the same Pygments colours,
+tables), and a person's message is shown as typed with its code blocks boxed,
+as in the window's "You" bubble. Every figure is the footer's: the summary
+line is ReplyStats.summary, and the table under it ReplyStats.details, the
+same formatting, so no raw float or "None" reaches the page.
+
+Model output is untrusted text: the renderer takes no raw HTML (a `<script>`
+or `<img onerror=...>` in a reply is escaped and shows as the characters it
+is), and every other string passes through html.escape (quotes too). As a
+second fence the page forbids scripts outright through its
 Content-Security-Policy, and uses no scripts of its own (stats open with
 <details>).
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
 from html import escape
 
 from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.history.export.rendering import HtmlRenderer, page_css, typed_segments
 from app.history.records import StoredConversation, StoredMessage
 
 CSS = """
 :root { color-scheme: light dark; --bg: #f6f7f9; --card: #fff; --fg: #1d2330; --muted: #6b7280;
-  --user: #e8f0fe; --asst: #fff; --line: #d9dde3; --warn: #b45309; }
+  --user: #e8f0fe; --asst: #fff; --line: #d9dde3; --warn: #b45309;
+  --code: #f0f0f0; }
 @media (prefers-color-scheme: dark) { :root { --bg: #15181d; --card: #1e2229; --fg: #e6e8eb;
-  --muted: #9aa3ae; --user: #1f2b3d; --asst: #1e2229; --line: #333a44; --warn: #f59e0b; } }
+  --muted: #9aa3ae; --user: #1f2b3d; --asst: #1e2229; --line: #333a44; --warn: #f59e0b;
+  --code: #272822; } }
 body { margin: 0; background: var(--bg); color: var(--fg);
   font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 main { max-width: 860px; margin: 0 auto; padding: 24px 16px 48px; }
@@ -34,12 +43,21 @@ h1 { font-size: 1.5em; margin: 0 0 4px; overflow-wrap: anywhere; }
 .head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
 .role { font-weight: 600; }
 .mark { color: var(--warn); font-size: 0.85em; }
-.content { white-space: pre-wrap; overflow-wrap: anywhere; margin: 6px 0;
-  font-family: inherit; }
+.content { overflow-wrap: anywhere; margin: 6px 0; }
+.content > :first-child { margin-top: 0; } .content > :last-child { margin-bottom: 0; }
+.typed { white-space: pre-wrap; }
+.content table { border-collapse: collapse; margin: 8px 0; }
+.content th, .content td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; }
+.content code { font-family: ui-monospace, "SF Mono", Menlo, Consolas, monospace; font-size: 0.92em; }
+figure.code { margin: 8px 0; }
+figure.code figcaption { color: var(--muted); font-size: 0.8em; }
+figure.code pre { margin: 2px 0 0; padding: 8px 10px; border-radius: 6px; overflow-x: auto;
+  background: var(--code); font-family: ui-monospace, "SF Mono", Menlo, Consolas, monospace;
+  font-size: 0.9em; line-height: 1.4; }
 .stats summary { cursor: pointer; }
 .stats table { border-collapse: collapse; margin-top: 4px; }
 .stats td { padding: 1px 10px 1px 0; font-variant-numeric: tabular-nums; }
-"""
+""" + page_css()
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -51,26 +69,34 @@ def _e(s: object) -> str:
 def _stats(m: StoredMessage) -> str:
     if m.stats is None:
         return ""
-    rows = "".join(f"<tr><td>{_e(f.name)}</td><td>{_e(getattr(m.stats, f.name))}</td></tr>"
-                   for f in fields(m.stats))
+    rows = "".join(f"<tr><td>{_e(label)}</td><td>{_e(text)}</td></tr>" for label, text in m.stats.details())
     return (f'<details class="stats"><summary>{_e(m.stats.summary())}</summary>'
             f"<table>{rows}</table></details>")
 
 
-def _message(m: StoredMessage) -> str:
+def _typed(text: str, renderer: HtmlRenderer) -> str:
+    """A person's message: as typed, code blocks in code boxes."""
+    return "".join(renderer.code_box(renderer.highlight(seg.text, seg.lang), seg.lang, None) if seg.code
+                   else f'<p class="typed">{_e(seg.text.strip(chr(10)))}</p>'
+                   for seg in typed_segments(text, renderer.md))
+
+
+def _message(m: StoredMessage, renderer: HtmlRenderer) -> str:
     cls = ["msg", _e(m.role)] + (["out-of-context"] if m.out_of_context else [])
     extra = "".join(f'<span class="mark">{_e(x)}</span>' for x in marks(m))
+    body = renderer.render(m.content).html if m.role == "assistant" else _typed(m.content, renderer)
     return (f'<section class="{" ".join(cls)}"><div class="head">'
             f'<span class="role">{_e(ROLE_NAMES.get(m.role, m.role))}</span>'
             f'<span class="when">{_e(when(m.created_at))}</span>{extra}</div>'
-            f'<div class="content">{_e(m.content)}</div>{_stats(m)}</section>')
+            f'<div class="content">{body}</div>{_stats(m)}</section>')
 
 
 def render(conv: StoredConversation) -> str:
     t = _e(title(conv))
     system = (f'<div class="system"><strong>System prompt</strong>\n{_e(conv.system_prompt)}</div>'
               if conv.system_prompt else "")
-    body = "\n".join(_message(m) for m in conv.messages)
+    renderer = HtmlRenderer(inline=False)  # colours from page_css, light and dark
+    body = "\n".join(_message(m, renderer) for m in conv.messages)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'

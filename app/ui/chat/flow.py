@@ -20,8 +20,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat.conversation import LiveConversation, LiveMessage
 from app.chat.live_gauges import LiveGauges
-from app.chat.reply import Reply
 from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
+from app.chat.reply import Reply
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
 from app.history.records import INTERRUPTED

@@ -1,23 +1,28 @@
 """Markdown to the HTML subset QTextDocument understands.
 
-markdown-it-py parses (CommonMark plus tables, no raw HTML: model output is
-untrusted text; single newlines kept, as models write line by line); code
-fences go through Pygments with inline styles, because QTextDocument ignores
-<style> classes. Each code block gets a "Copy" link whose
-href carries the block's index, and the code itself is returned alongside so
-the view can put exact text on the clipboard (not text scraped from HTML).
+The parse and the highlighting are app.history.export.rendering's, shared
+with the HTML export, so the window and an exported page render a reply
+alike; this module says only how QTextDocument is given a code block and a
+table. Colours go inline (QTextDocument ignores <style> classes); each code
+block gets a "Copy" link whose href carries the block's index, and the code
+itself is returned alongside so the view can put exact text on the clipboard
+(not text scraped from HTML).
 """
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from markdown_it import MarkdownIt
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import TextLexer, get_lexer_by_name
-from pygments.util import ClassNotFound
+from app.history.export.rendering import (
+    DARK_STYLE,
+    LIGHT_STYLE,
+    HtmlRenderer,
+    Rendered,
+    markdown_parser,
+)
+
+__all__ = ["MarkdownRenderer", "Rendered", "Theme", "markdown_parser"]
 
 
 @dataclass
@@ -29,77 +34,47 @@ class Theme:
 
     @property
     def pygments_style(self) -> str:
-        return "monokai" if self.dark else "friendly"
+        return DARK_STYLE if self.dark else LIGHT_STYLE
 
 
-@dataclass
-class Rendered:
-    html: str
-    code_blocks: list[str] = field(default_factory=list)
+class MarkdownRenderer(HtmlRenderer):
+    # QTextDocument draws no table borders unless asked in attributes.
+    table_open = '<table border="1" cellspacing="0" cellpadding="4">'
 
-
-def markdown_parser() -> MarkdownIt:
-    """The one parser configuration: the live view splits a streaming reply with
-    the same parse that renders it, so its blocks are the renderer's blocks."""
-    return MarkdownIt("commonmark", {"html": False, "breaks": True}).enable("table")
-
-
-class MarkdownRenderer:
     def __init__(self, theme: Theme | None = None):
+        super().__init__(inline=True)
         self.theme = theme or Theme()
-        self.md = markdown_parser()
-        self._formatters: dict[str, HtmlFormatter] = {}
 
-    def _formatter(self) -> HtmlFormatter:
-        style = self.theme.pygments_style
-        if style not in self._formatters:
-            self._formatters[style] = HtmlFormatter(style=style, noclasses=True, nowrap=True)
-        return self._formatters[style]
+    @property
+    def theme(self) -> Theme:
+        return self._theme
 
-    def render(self, text: str, copy_base: int = 0) -> Rendered:
-        """Render `text`; copy links are numbered from `copy_base` on."""
-        codes: list[str] = []
-        md = self.md
-        rules = md.renderer.rules  # type: ignore[attr-defined]  # markdown-it's RendererHTML has them
-
-        def fence(tokens, idx, _options, _env):
-            tok = tokens[idx]
-            lang = (tok.info or "").strip().split(" ")[0]
-            codes.append(tok.content)
-            return self._code_html(tok.content, lang, copy_base + len(codes) - 1)
-
-        def code_block(tokens, idx, _options, _env):
-            codes.append(tokens[idx].content)
-            return self._code_html(tokens[idx].content, "", copy_base + len(codes) - 1)
-
-        rules["fence"], rules["code_block"] = fence, code_block
-        # QTextDocument draws no table borders unless asked in attributes.
-        rules["table_open"] = lambda *_a: '<table border="1" cellspacing="0" cellpadding="4">'
-        body = md.render(text)
-        return Rendered(body, codes)
-
-    def _code_html(self, code: str, lang: str, n: int) -> str:
-        try:
-            lexer = get_lexer_by_name(lang) if lang else TextLexer()
-        except ClassNotFound:
-            lexer = TextLexer()
-        hl = highlight(code, lexer, self._formatter()).rstrip("\n")
-        return self._code_box(hl, lang, n)
+    @theme.setter
+    def theme(self, theme: Theme) -> None:
+        self._theme = theme
+        self.style = theme.pygments_style
 
     def open_code_html(self, lang: str, placeholder: str) -> str:
         """The box of a code block still streaming, the same as a finished one's so it
         does not move when it closes; its text goes in where `placeholder` stands, and
         it has no Copy link yet (its code is not whole)."""
-        return self._code_box(html.escape(placeholder), lang, None)
+        return self.code_box(html.escape(placeholder), lang, None)
 
-    def _code_box(self, code_html: str, lang: str, n: int | None) -> str:
+    def typed_code_html(self, code: str, lang: str, n: int) -> str:
+        """A code block a person typed, in the same box as a reply's."""
+        return self.code_box(self.highlight(code, lang), lang, n)
+
+    def code_box(self, code_html: str, lang: str, n: int | None) -> str:
         t = self.theme
         label = html.escape(lang) if lang else "code"
         copy = "Copy" if n is None else f'<a href="copy:{n}" style="color:{t.link};">Copy</a>'
+        # pre-wrap: a QTextDocument cannot scroll one box sideways, and a long line left
+        # unwrapped widens the whole transcript; wrapped, the indentation still shows.
         return (
             f'<p style="margin-top:6px; margin-bottom:0px; color:{t.muted}; font-size:small;">'
             f'{label} &nbsp;{copy}</p>'
             f'<table width="100%" cellpadding="8" cellspacing="0" bgcolor="{t.code_bg}" '
             f'style="margin-bottom:6px;"><tr><td>'
-            f'<pre style="margin:0px; font-family:monospace;">{code_html}</pre></td></tr></table>'
+            f'<pre style="margin:0px; font-family:monospace; white-space:pre-wrap;">{code_html}</pre>'
+            f'</td></tr></table>'
         )

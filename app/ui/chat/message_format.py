@@ -24,6 +24,7 @@ from PySide6.QtGui import (
 )
 
 from app.chat.conversation import LiveMessage
+from app.engine.stats import ReplyStats
 from app.ui.chat.markdown import Theme
 
 ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System"}
@@ -62,24 +63,31 @@ def header_html(theme: Theme, role: str, out_of_context: bool, extra: str = "") 
     return f'<p style="margin:0px;"><b>{ROLE_LABEL.get(role, role)}</b>{tag}{extra}</p>'
 
 
-def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str]) -> str:
-    """A finished message; `render` turns the assistant's Markdown into HTML (the view's, which
-    keeps the code blocks for their Copy links)."""
-    if msg.role == "assistant":
-        body = render(msg.content) or "<p></p>"
-    else:  # the user's text is shown as typed, not interpreted
-        body = "<p>" + html.escape(msg.content).replace("\n", "<br>") + "</p>"
+def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str],
+                 render_typed: Callable[[str], str]) -> str:
+    """A finished message; `render` turns the assistant's Markdown into HTML, `render_typed` a
+    person's text as typed with its code blocks boxed (both the view's, which keeps the code
+    blocks for their Copy links)."""
+    body = (render if msg.role == "assistant" else render_typed)(msg.content) or "<p></p>"
     foot = ""
     if msg.stats is not None:
-        st = msg.stats
-        err = f" · error: {html.escape(st.error)}" if st.error else ""
         foot = (f'<p style="margin-top:4px; color:{theme.muted}; font-size:small;">'
-                f"{html.escape(st.summary())}{err}</p>")
+                f"{html.escape(footer(msg.stats))}</p>")
     cut = ""
     if msg.state != "complete":  # a crash or a switch cut it off: say the text is partial
         cut = (f' &nbsp;<span style="color:#c0392b; font-weight:normal;">'
                f"· {html.escape(msg.state)} (partial reply)</span>")
     return header_html(theme, msg.role, msg.out_of_context, cut) + body + foot
+
+
+def footer(st: ReplyStats) -> str:
+    """The line under a reply: the CLI's summary, and the error when there was one."""
+    return st.summary() + (f" · error: {st.error}" if st.error else "")
+
+
+def typed_paragraph(text: str) -> str:
+    """Text a person typed, every space and line as typed."""
+    return f'<p style="white-space:pre-wrap;">{html.escape(text.strip(chr(10)))}</p>'
 
 
 def inset(fmt, top: float | None = None):

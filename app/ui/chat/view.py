@@ -36,6 +36,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser
 
 from app.chat.conversation import LiveMessage
+from app.history.export.rendering import typed_segments
 from app.ui.chat.live_markdown import LINE_BREAK, LiveBlocks
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_format import (
@@ -47,6 +48,7 @@ from app.ui.chat.message_format import (
     message_html,
     tail_format,
     theme_from,
+    typed_paragraph,
 )
 
 FOLLOW_SLACK_PX = 12  # this close to the bottom counts as "at the bottom"
@@ -119,6 +121,18 @@ class ChatView(QTextBrowser):
             self._next_code += 1
         return r.html
 
+    def _render_typed(self, text: str) -> str:
+        """A person's message as typed; its fenced code blocks in code boxes with Copy links."""
+        parts = []
+        for seg in typed_segments(text, self.renderer.md):
+            if seg.code:
+                self._codes[self._next_code] = seg.text
+                parts.append(self.renderer.typed_code_html(seg.text, seg.lang, self._next_code))
+                self._next_code += 1
+            else:
+                parts.append(typed_paragraph(seg.text))
+        return "".join(parts)
+
     def _new_frame(self, fmt: QTextFrameFormat) -> tuple[QTextFrame, QTextCursor]:
         cur = QTextCursor(self.document())
         cur.movePosition(QTextCursor.MoveOperation.End)
@@ -140,7 +154,7 @@ class ChatView(QTextBrowser):
 
     def add_message(self, msg: LiveMessage) -> None:
         frame, _ = self._new_frame(self._frame_format(msg))
-        self._fill(frame, message_html(self.renderer.theme, msg, self._render))
+        self._fill(frame, message_html(self.renderer.theme, msg, self._render, self._render_typed))
         self._frames.append(frame)
 
     def update_message(self, index: int, msg: LiveMessage) -> None:
@@ -153,7 +167,7 @@ class ChatView(QTextBrowser):
         before = self.document().characterCount()
         frame = self._frames[index]
         frame.setFrameFormat(self._frame_format(msg))
-        self._fill(frame, message_html(self.renderer.theme, msg, self._render))
+        self._fill(frame, message_html(self.renderer.theme, msg, self._render, self._render_typed))
         if self._live:
             moved = self.document().characterCount() - before
             self._live_start += moved
