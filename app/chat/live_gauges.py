@@ -5,6 +5,13 @@ nothing arrives (the wait is the number users care about), and the display
 rate never depends on how often the engine happens to send events. TTFT and
 decode rate are kept apart on purpose: averaging them into one "latency"
 hides which of prefill or decode is the problem.
+
+A finished reply's figures are its ReplyStats', carried in the snapshot for
+the panel to format with the footer's own methods, and the KV count is the
+engine's (ReplyStats.kv_used; live, what the engine has fed): the last token sampled
+is never fed back, so counting prompt plus generated tokens reads one more
+than the cache holds. The timeline belongs to the conversation shown: New
+chat empties it, opening one rebuilds it from the stored stats.
 """
 
 from __future__ import annotations
@@ -17,7 +24,6 @@ from app.engine.stats import ReplyStats
 from app.engine.utilization import Limits
 
 RATE_WINDOW_S = 1.0  # rolling decode rate over the last second of tokens
-MAX_TURNS = 30
 
 
 @dataclass(frozen=True)
@@ -36,27 +42,35 @@ class Turn:
     decode_tokens: int
     ttft_s: float | None
     decode_tok_s: float | None
+    live: bool = False  # the reply in progress, drawn as far as it has got
+    reply_total_s: float | None = None  # the record's total, which the footer shows too
 
     @property
     def total_s(self) -> float:
+        if self.reply_total_s is not None:
+            return self.reply_total_s
         return self.wait_s + self.prefill_s + self.decode_s
 
 
 def turn_from(stats: ReplyStats, prefill_began: float | None) -> Turn:
     """`prefill_began`: seconds after Send that the engine said prefill started (None: it did
-    not say, as a server does not); else the engine's prefill time sets the split."""
+    not say, as a server does not); else the engine's prefill time sets the split. A reply
+    with no text (stopped before its first token) has no decode: its time is the wait and
+    the prompt's reading."""
     ttft = stats.ttft_s
-    if ttft is None:
-        prefill = wait = 0.0
-    elif prefill_began is not None:
-        wait = min(max(prefill_began, 0.0), ttft)
-        prefill = ttft - wait
+    end = ttft if ttft is not None else stats.total_s
+    if prefill_began is not None:
+        wait = min(max(prefill_began, 0.0), end)
+        prefill = end - wait
+    elif ttft is None and stats.prefill_s is None:
+        wait, prefill = end, 0.0
     else:
-        prefill = min(stats.prefill_s or 0.0, ttft)
-        wait = ttft - prefill
-    decode = max(stats.total_s - (ttft or 0.0), 0.0)
+        prefill = min(stats.prefill_s or 0.0, end)
+        wait = end - prefill
+    decode = max(stats.total_s - ttft, 0.0) if ttft is not None else 0.0
     return Turn(wait, prefill, decode, stats.cached_tokens or 0, stats.prefill_tokens or 0,
-                stats.decode_tokens or 0, ttft, stats.decode_tok_s or stats.wall_decode_tok_s)
+                stats.decode_tokens or 0, ttft, stats.decode_tok_s or stats.wall_decode_tok_s,
+                reply_total_s=stats.total_s)
 
 
 @dataclass
@@ -76,11 +90,11 @@ class Snapshot:
     kv_cached: int
     kv_new: int  # prompt tokens prefilled for this reply (so far)
     kv_new_total: int
-    kv_generated: int
+    kv_generated: int  # of the generated tokens, those in the KV cache
     dropped_tokens: int
     dropped_messages: int
     rate_series: list[tuple[float, float]]  # (seconds since first token, tok/s)
-    turns: list[Turn]  # the finished replies, oldest first
+    turns: list[Turn]  # this conversation's finished replies, oldest first, then the live one
     recent_ttft: list[float]
     kv_cached_disk: int = 0  # of kv_cached, loaded from the prompt cache on disk
     source: str | None = None  # the server that answered (None: this process's llama.cpp)
@@ -90,7 +104,15 @@ class Snapshot:
     ceiling_tok_s: float | None = None  # peak / bytes a step reads: the fastest decode possible here
     bw_source: str | None = None  # where the peak comes from
     peak_gbs: float | None = None
-    prefill_gflop_s: float | None = None  # 2 x parameters x prompt tokens / prefill time
+    prefill_gflop_s: float | None = None  # 2 x parameters x prompt tokens / prefill time (the last)
+    stats: ReplyStats | None = None  # the finished reply's: its figures are formatted from it
+    streaming: bool = True  # off: the text was shown only when the reply ended
+    kv_used: int = 0  # cells of the KV cache in use: the engine's count
+
+    @property
+    def started(self) -> bool:
+        """A reply ran (or runs) in this conversation: before, there is nothing to draw."""
+        return self.active or self.stats is not None or bool(self.turns)
 
 
 @dataclass
@@ -111,22 +133,45 @@ class LiveGauges:
     new_done: int = 0
     progress_rate: float | None = None
     stats: ReplyStats | None = None
+    kv_used: int = 0
+    streaming: bool = True
     deltas: deque = field(default_factory=lambda: deque(maxlen=512))
     series: list[tuple[float, float]] = field(default_factory=list)
-    turns: deque = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
+    turns: list[Turn] = field(default_factory=list)  # this conversation's, numbered from #1
     limits: Limits | None = None  # of the loaded model, if it has one
+    gflop_s: float | None = None  # the last local prefill's arithmetic rate
     _last_sample: float = 0.0
 
-    def start(self, now: float, max_tokens: int, n_ctx: int) -> None:
+    def start(self, now: float, max_tokens: int, n_ctx: int, streaming: bool = True) -> None:
         self.active, self.phase = True, "waiting"
-        self.t_submit, self.max_tokens, self.n_ctx = now, max_tokens, n_ctx
+        self.t_submit, self.max_tokens, self.n_ctx, self.streaming = now, max_tokens, n_ctx, streaming
         self.ttft = self.t_first = self.t_prefill = None
-        self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = 0
+        self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = self.kv_used = 0
         self.progress_rate = None
         self.stats = None
         self.deltas.clear()
         self.series = []
         self._last_sample = 0.0
+
+    def new_conversation(self, replies: list[ReplyStats] | None = None) -> None:
+        """The conversation shown changed: the timeline is its replies (from their stored stats,
+        whose engine did not say when prefill began), the last reply's figures go."""
+        self.turns = [turn_from(st, None) for st in replies or ()]
+        self._idle()
+
+    def new_model(self, n_ctx: int) -> None:
+        """A model was (re)loaded: its context is empty and `n_ctx` long; the last reply's figures
+        were the old context's. The conversation's timeline stays."""
+        self.n_ctx = n_ctx
+        self._idle()
+
+    def _idle(self) -> None:
+        self.active, self.phase, self.stats = False, "idle", None
+        self.t_submit = self.t_end = 0.0
+        self.ttft = self.t_first = self.t_prefill = None
+        self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = self.kv_used = 0
+        self.series = []
+        self.deltas.clear()
 
     def feed(self, ev, now: float) -> None:
         if isinstance(ev, PrefillStarted):
@@ -162,6 +207,10 @@ class LiveGauges:
                 self.cached = stats.cached_tokens
             if stats.prefill_tokens is not None and not self.new_total:
                 self.new_total = stats.prefill_tokens
+            if stats.kv_used is not None:
+                self.kv_used = stats.kv_used
+            if self.limits is not None and stats.source is None and stats.prefill_tokens and stats.prefill_s:
+                self.gflop_s = self.limits.prefill_flop_s(stats.prefill_tokens, stats.prefill_s) / 1e9
             began = self.t_prefill - self.t_submit if self.t_prefill is not None else None
             self.turns.append(turn_from(stats, began))
 
@@ -177,6 +226,17 @@ class LiveGauges:
                 return (g_last - g) / (t_last - t) if t_last > t else self.progress_rate
         return self.progress_rate
 
+    def live_turn(self, now: float) -> Turn:
+        """The reply in progress on the timeline: its wait, its prompt's reading and its decode
+        so far, each growing until the next one begins."""
+        began = self.t_prefill if self.t_prefill is not None else now
+        first = self.t_first if self.t_first is not None else now
+        wait = began - self.t_submit
+        prefill = first - began if self.t_prefill is not None else 0.0
+        decode = now - first if self.t_first is not None else 0.0
+        return Turn(wait, prefill, decode, self.cached, self.new_done, self.generated, self.ttft,
+                    self.rolling_rate(), live=True)
+
     def snapshot(self, now: float) -> Snapshot:
         end = now if self.active else (self.t_end or now)
         elapsed = end - self.t_submit if self.t_submit else 0.0
@@ -190,13 +250,17 @@ class LiveGauges:
             remaining = max(0, self.max_tokens - self.generated) / rate
         st = self.stats
         recent = [t.ttft_s for t in self.turns if t.ttft_s is not None][-5:]
-        bw = util = ceiling = gflop = None
-        if self.limits is not None and (st is None or st.source is None):
-            position = self.cached + (self.new_total if st else self.new_done) + self.generated
-            bw, util, ceiling = self.limits.at(max(position, 1), rate if self.active else
+        new = self.new_total if st else self.new_done
+        # Live, the prompt and every token fed back (all but the last sampled); then the engine's.
+        kv_used = self.kv_used if st is not None and st.kv_used is not None else \
+            self.cached + new + max(self.generated - 1, 0)
+        bw = util = ceiling = None
+        if self.limits is not None and (st is None or st.source is None) and self.phase != "idle":
+            bw, util, ceiling = self.limits.at(max(kv_used, 1), rate if self.active else
                                                (st.decode_tok_s if st else None))
-            if st is not None and st.prefill_tokens and st.prefill_s:
-                gflop = self.limits.prefill_flop_s(st.prefill_tokens, st.prefill_s) / 1e9
+            if st is not None and st.bw_utilization is not None:  # the record's, computed once
+                util, bw = st.bw_utilization, st.bw_utilization * self.limits.peak
+        turns = [*self.turns, self.live_turn(now)] if self.active else list(self.turns)
         return Snapshot(
             active=self.active, phase=self.phase, ttft_s=ttft, ttft_final=self.ttft is not None,
             elapsed_s=elapsed, rate_tok_s=rate,
@@ -204,15 +268,15 @@ class LiveGauges:
             decode_tok_s=st.decode_tok_s if st else None,
             generated=self.generated, max_tokens=self.max_tokens, remaining_s=remaining,
             n_ctx=st.n_ctx if st and st.n_ctx is not None else self.n_ctx, kv_cached=self.cached,
-            kv_new=self.new_total if st else self.new_done, kv_new_total=self.new_total,
-            kv_generated=self.generated,
+            kv_new=new, kv_new_total=self.new_total,
+            kv_generated=max(0, kv_used - self.cached - new),
             dropped_tokens=st.dropped_tokens if st else 0,
             dropped_messages=st.dropped_messages if st else 0,
-            rate_series=list(self.series), turns=list(self.turns), recent_ttft=recent,
+            rate_series=list(self.series), turns=turns, recent_ttft=recent,
             kv_cached_disk=st.cached_disk_tokens if st else self.cached_disk,
             source=st.source if st else None, wall_decode_tok_s=st.wall_decode_tok_s if st else None,
             bw_gbs=bw / 1e9 if bw else None, bw_utilization=util, ceiling_tok_s=ceiling,
             bw_source=self.limits.source if self.limits is not None else None,
             peak_gbs=self.limits.peak / 1e9 if self.limits is not None else None,
-            prefill_gflop_s=gflop,
+            prefill_gflop_s=self.gflop_s, stats=st, streaming=self.streaming, kv_used=kv_used,
         )

@@ -41,6 +41,7 @@ from app.ui.chat.view import ChatView
 from app.ui.compare.window import CompareWindow, compare_choices
 from app.ui.history.actions import HistoryActions, open_store
 from app.ui.history.panel import HistoryPanel
+from app.ui.load_notes import LoadNotes
 from app.ui.model_bar import ModelBar
 from app.ui.remote.connections import Connections
 from app.ui.server.panel import ServerPanel
@@ -72,7 +73,6 @@ class MainWindow(QMainWindow):
                 self._startup_notes.append(got.message())
         self.config = config
         self.model_path: str | None = model if model is not None else self.config.model_path
-        self._notice_shown = False
         self._closing = False
         self.loaded: Loaded | None = None  # the loaded model: report, identity, weights handle
         self.batch_runner = BatchRunner(self)
@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
                                        load_failed=self._on_load_failed, parent=self)
         self.connections.remote = None if model is not None else self.connections.active()
         self.bar = MessageBar()
+        self.load_notes = LoadNotes(self.bar)
         self.view = ChatView()
         self.composer = Composer()
         self.gauges = GaugesPanel()
@@ -230,9 +231,7 @@ class MainWindow(QMainWindow):
 
     def _on_loaded(self, info: Loaded) -> None:
         self.loaded = info
-        self.flow.model_ready = True
-        self.flow.n_ctx = info.n_ctx
-        self.flow.gauges.limits = info.limits
+        self.flow.use_model(info.n_ctx, info.limits)
         if self.recorder is not None:
             self.recorder.model = info.identity
         self.model_bar.set_loaded(info.report)
@@ -241,19 +240,7 @@ class MainWindow(QMainWindow):
         else:
             self.config.model_path, self.config.active_endpoint = self.model_path, None
         self._save()
-        warned = self.bar.isVisible() and self.bar.level in ("warning", "error")
-        if info.report.fallback:
-            # Added to what the bar already warns of (settings, history): both still need reading.
-            shown = self.bar.text() if warned and info.report.fallback not in self.bar.text() else ""
-            self.bar.show_message(f"{shown}  ·  {info.report.fallback}" if shown else info.report.fallback,
-                                  "warning")
-        elif warned:
-            pass  # a notice must not cover what the user still has to read (settings, history)
-        elif info.notice and not self._notice_shown:
-            self._notice_shown = True
-            self.bar.show_message(f"This model has {info.notice}.", "info")
-        elif self.bar.level == "info":
-            self.bar.hide()
+        self.load_notes.loaded(info)
         self.model_loaded.emit(info)
 
     def _on_load_failed(self, message: str) -> None:

@@ -18,8 +18,11 @@ def test_a_turn_is_split_at_the_engines_prefill_start_or_else_by_its_prefill_tim
     # A server says no prefill start, only its prefill time.
     remote = turn_from(reply_stats(**split, source="llama-server at x"), prefill_began=None)
     assert (round(remote.wait_s, 6), round(remote.prefill_s, 6)) == (0.2, 0.3)
-    unknown = turn_from(reply_stats(total_s=1.6, prefill_s=None, ttft_s=None), prefill_began=None)  # no text
-    assert unknown.wait_s == unknown.prefill_s == 0.0 and abs(unknown.decode_s - 1.6) < 1e-9
+    # No text (stopped before the first token): no decode at all, never 1.6 s of green "decode (0 tok)".
+    unknown = turn_from(reply_stats(total_s=1.6, prefill_s=None, ttft_s=None), prefill_began=None)
+    assert unknown.decode_s == 0.0 and unknown.wait_s == 1.6 and unknown.total_s == 1.6
+    stopped = turn_from(reply_stats(total_s=1.6, prefill_s=0.2, ttft_s=None), prefill_began=0.1)
+    assert (stopped.wait_s, stopped.decode_s) == (0.1, 0.0) and abs(stopped.prefill_s - 1.5) < 1e-9
 
 
 def test_mid_reply_the_panel_shows_live_numbers_the_ceiling_and_the_timeline(qtbot, make_window):
@@ -44,8 +47,8 @@ def test_mid_reply_the_panel_shows_live_numbers_the_ceiling_and_the_timeline(qtb
     assert mid["points"] >= 2, "the live decode curve has points mid-reply"
     assert mid["ceiling_shown"] and mid["ceiling"] == mid["bar_ceiling"] and mid["bar"] > 0
     qtbot.waitUntil(lambda: g.decode.caption.text() == "Decode", timeout=5_000)
-    assert g.decode.text() == f"{second.stats.decode_tok_s:.1f} tok/s"
-    assert g.prefill.text() == f"{second.stats.prefill_tok_s:.0f} tok/s"
+    assert g.decode.text() == f"{second.stats.decode_tok_s:.1f} tok/s" == str(second.stats.decode())
+    assert g.prefill.text() == str(second.stats.prefill())  # a rate, or a short prompt's time
     # The timeline: one bar per turn, its segments adding up to what each reply took.
     bars = g.timeline.bars
     widths = [[bars[k].opts["width"][i] for k in ("wait", "prefill", "decode")] for i in range(2)]

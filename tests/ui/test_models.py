@@ -67,7 +67,8 @@ def test_live_gauges_count_ttft_while_waiting_and_split_the_kv_bar():
     s = g.snapshot(100.81)
     assert s.ttft_s == 0.7 and s.ttft_final
     assert round(s.rate_tok_s) == 100
-    assert (s.kv_cached, s.kv_new, s.kv_generated) == (20, 10, 10)
+    # The 10th token is sampled, not yet fed back: the cache holds 9 of them (as ReplyStats.kv_used says).
+    assert (s.kv_cached, s.kv_new, s.kv_generated, s.kv_used) == (20, 10, 9, 39)
     assert abs(s.remaining_s - 40 / s.rate_tok_s) < 1e-6
     g.finish(reply_stats(ttft_s=0.7, decode_tokens=10), 101.0)
     s = g.snapshot(105.0)

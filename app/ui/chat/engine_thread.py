@@ -52,6 +52,7 @@ class Loaded:
     # The shared weights (None: a server's); only another thread's own context may use them.
     model: LoadedModel | None
     limits: Limits | None = None  # the bandwidth gauge (None: a server, a GPU)
+    notes: tuple[str, ...] = ()  # ReplyEngine.notes: one-line warnings about this setup, shown once
 
 
 @dataclass
@@ -102,7 +103,7 @@ class EngineWorker(QObject):
         where = (target.endpoint.base_url if target.endpoint
                  else str(Path(target.path or eng.report.model_path)))
         self.loaded.emit(Loaded(where, eng.report, eng.notice, eng.n_ctx or 0, eng.identity(), eng.weights,
-                                eng.limits))
+                                eng.limits, tuple(eng.notes)))
 
     @Slot(object)
     def generate(self, job: Job) -> None:

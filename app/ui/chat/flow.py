@@ -24,6 +24,7 @@ from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
 from app.chat.reply import Reply
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
+from app.engine.utilization import Limits
 from app.history.records import INTERRUPTED
 from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Job
@@ -131,6 +132,24 @@ class ChatFlow(QObject):
             self._end_job()  # its late events and reply are ignored by job id
         self.conversation = conversation or LiveConversation()
         self.view.show_conversation(self.conversation.messages)
+        # The timeline is this conversation's: its replies from their stored stats, or none.
+        self.gauges.new_conversation([m.stats for m in self.conversation.messages
+                                      if m.role == "assistant" and m.stats is not None])
+        self._refresh_gauges()
+
+    def use_model(self, n_ctx: int, limits: Limits | None) -> None:
+        """A model (or server) finished loading: its context is empty and `n_ctx` long, so the
+        gauges drop the old context's figures (a stale "/ 4096" after a reload to 8192)."""
+        self.model_ready, self.n_ctx = True, n_ctx
+        self.gauges.limits = limits
+        self.gauges.new_model(n_ctx)
+        self._refresh_gauges()
+
+    def rerender(self) -> None:
+        """Draw the conversation again (a new theme's colours); a reply in progress is left to
+        finish in the old ones, its frame drawn anew with the next conversation shown."""
+        if not self.busy:
+            self.view.show_conversation(self.conversation.messages)
 
     # -- one reply ----------------------------------------------------------
     def _ask(self, text: str, settings: GenerationSettings) -> None:
@@ -146,7 +165,7 @@ class ChatFlow(QObject):
         job = Job(conv.history(idx), text, settings, conv.system())
         self.job = job
         self._parts, self._painted = [], 0
-        self.gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx)
+        self.gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming())
         self.view.begin_live(self._waiting_line(0.0))
         self.composer.set_busy(True)
         self.busy_changed.emit(True)
@@ -229,7 +248,10 @@ class ChatFlow(QObject):
             self.reply_failed.emit(message)
             return
         if self.recorder is not None:
-            self.recorder.abandon(self._turn, "")
+            turn = self._turn
+            self.recorder.abandon(turn, "")
+            if turn is not None and turn.created:  # the store dropped the conversation it began
+                self.conversation.id = None
         got = self.conversation.take_last_exchange()
         question = got[0] if got else ""
         self.view.truncate(len(self.conversation.messages))

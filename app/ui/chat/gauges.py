@@ -1,14 +1,19 @@
 """The live gauges panel, a pure view of app.chat.live_gauges.Snapshot.
 
 The window's gauge timer decides when to refresh (10 Hz while a reply runs),
-so the panel never depends on the rate at which engine events arrive. The
-panel scrolls rather than squeezing its plots, so it stays usable in a small
-window; every number carries its unit, and hovering one says what it means.
-Its Machine and GPU rows are fed by MachineFeed, twice a second, whether a
-reply runs or not.
+so the panel never depends on the rate at which engine events arrive. Every
+figure of a finished reply is formatted by its ReplyStats' own methods, the
+footer's, so a number on a tile is the number under the message. Before the
+conversation's first reply the panel says what will appear rather than
+drawing empty axes; lines that come and go keep their room, so the panel
+does not jump mid-reply. Every number carries its unit, and hovering one says
+what it means. Its Machine and GPU rows are fed by MachineFeed, twice a
+second, whether a reply runs or not.
 """
 
 from __future__ import annotations
+
+import re
 
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
@@ -16,31 +21,38 @@ from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollA
 from app.chat.live_gauges import Snapshot, Turn
 from app.engine.machine import MachineSampler
 from app.engine.machine import describe as describe_machine
+from app.engine.stats import PREFILL_RATE_MIN_TOKENS, duration, rate
 from app.ui.chat.meters import BigNumber, CeilingBar, KvBar
-from app.ui.widgets.charts import LineChart, TimelineChart
+from app.ui.widgets.charts import ChartOrNote, LineChart, TimelineChart
 from app.ui.widgets.colors import CACHED, GENERATED, NEW, WAIT
 
+FIRST = "will show after your first message"
 TTFT_HELP = ("Time to first token: from Send until the first word appears. It is mostly prefill, "
              "reading the whole prompt; a prefix still in the cache is not read again.")
 PREFILL_HELP = ("Prefill reads the prompt, many tokens per step in parallel: it is bound by arithmetic, "
-                "so it runs far faster than decode.")
+                "so it runs far faster than decode. Under {n} tokens the time it took is shown instead "
+                "of a rate: over a handful of tokens a rate is mostly the fixed cost of one step.")
 DECODE_HELP = ("Decode writes one token per step, and every step reads all the weights: it is bound by "
                "memory bandwidth. Live while a reply runs, then the reply's own rate.")
 BANDWIDTH_HELP = ("Decoding reads every weight once per token, so it is bound by memory bandwidth: the "
                   "rate it reads at, against this machine's peak (a short probe, or NVML for an NVIDIA "
                   "GPU), and the fastest decode that peak allows for this model (the purple mark).")
-TIMELINE_HELP = ("Each reply from Send: grey is the wait before the prompt was read, orange the prefill, "
-                 "green the decode. A blue diamond marks a cached prefix: those tokens needed no prefill.")
-
-
-def _ms(s: float | None) -> tuple[str | None, str]:
-    if s is None:
-        return None, "ms"
-    return (f"{s * 1000:.0f}", "ms") if s < 10 else (f"{s:.1f}", "s")
+KV_HELP = ("The model's context memory: the prompt reused from the cache, the prompt read now, and the "
+           "generated tokens written back, of the whole context. The last token generated is never "
+           "written back, so this is one fewer than prompt plus generated.")
+TIMELINE_HELP = ("Each reply of this conversation from Send: grey is the wait before the prompt was "
+                 "read, orange the prefill, green the decode; the last bar grows while a reply runs. "
+                 "A blue diamond marks a cached prefix: those tokens needed no prefill.")
 
 
 def _num(v: float | None, digits: int) -> str | None:
     return f"{v:.{digits}f}" if v else None
+
+
+def swatch(color, text: str, mark: str = "■") -> str:
+    """A legend entry that wraps as one piece: its mark never lands on another line than its words."""
+    words = text.replace(" ", "&nbsp;")
+    return f'<span style="color:{color.name()};">{mark}</span>&nbsp;{words}'
 
 
 def _cached(s: Snapshot) -> str:
@@ -52,39 +64,49 @@ def _cached(s: Snapshot) -> str:
     return f"cached {s.kv_cached} ({s.kv_cached_disk} from disk)"
 
 
+def source_words(source: str | None) -> str:
+    """Where the peak comes from, in words ("probe (1 threads)" read as a typo)."""
+    return re.sub(r"\b1 threads\b", "1 thread", source or "")
+
+
 def _bandwidth(s: Snapshot) -> str:
     """'23.3 GB/s · 54% of peak · ceiling 174 tok/s', or why there is no figure."""
+    if not s.started:
+        return FIRST
     if s.ceiling_tok_s is None:
         return "not measured (a server, or a GPU)" if s.source or s.bw_source is None else "–"
-    if s.bw_gbs is None:
+    if s.bw_gbs is None or s.bw_utilization is None:
         return f"ceiling {s.ceiling_tok_s:.0f} tok/s"
     share = 100 * s.bw_utilization
     return f"{s.bw_gbs:.1f} GB/s · {share:.0f}% of peak · ceiling {s.ceiling_tok_s:.0f} tok/s"
 
 
 def _peak(s: Snapshot) -> str:
-    if s.peak_gbs is None or s.ceiling_tok_s is None:
+    """Two lines always, once there is a peak: the panel must not jump as the second comes."""
+    if s.peak_gbs is None or not s.started:
         return ""
-    line = f"peak {s.peak_gbs:.1f} GB/s, {s.bw_source}"
-    if s.prefill_gflop_s:
-        line += f"<br>prefill computed {s.prefill_gflop_s:.1f} GFLOP/s"
-    return line
+    gflop = (f"last prefill computed {s.prefill_gflop_s:.1f} GFLOP/s" if s.prefill_gflop_s
+             else "prefill arithmetic: when a reply ends")
+    return f"peak {s.peak_gbs:.1f} GB/s, {source_words(s.bw_source)}<br>{gflop}"
 
 
-def _turn_line(t: Turn) -> str:
+def turn_line(number: int, t: Turn) -> str:
+    """A finished reply on the timeline, with the footer's TTFT and total."""
     tokens = f"{t.prefill_tokens} new" + (f", {t.cached} cached" if t.cached else "")
-    return (f"last: wait {t.wait_s * 1000:.0f} ms · prefill {t.prefill_s * 1000:.0f} ms ({tokens}) · "
-            f"decode {t.decode_s:.1f} s ({t.decode_tokens} tok)")
+    wait, prefill = duration(t.wait_s), duration(t.prefill_s)
+    head = f"#{number}: TTFT {duration(t.ttft_s)}" if t.ttft_s is not None else f"#{number}: no text"
+    decode = f" · then {t.decode_tokens} tok in {duration(t.decode_s)}" if t.ttft_s is not None else ""
+    return (f"{head} (wait {wait}, prompt {prefill}: {tokens}){decode} · total {t.total_s:.2f} s")
 
 
-def swatch(color, text: str, mark: str = "■") -> str:
-    return f'<span style="color:{color.name()};">{mark}</span> {text}'
-
-
-def _rich_label(text: str = "") -> QLabel:
+def _rich_label(text: str = "", lines: int = 0) -> QLabel:
+    """`lines`: the room it keeps however much it holds, so what follows does not move."""
     lab = QLabel(text)
     lab.setWordWrap(True)
     lab.setTextFormat(Qt.TextFormat.RichText)
+    if lines:
+        lab.setMinimumHeight(lines * lab.fontMetrics().lineSpacing() + 2)
+        lab.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
     return lab
 
 
@@ -100,28 +122,31 @@ class GaugesPanel(QScrollArea):
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.phase = QLabel("idle")
-        self.phase.setWordWrap(True)
+        self.phase = _rich_label(f"Gauges {FIRST}.")
         self.ttft = BigNumber("TTFT", "ms", TTFT_HELP)
-        self.prefill = BigNumber("Prefill", "tok/s", PREFILL_HELP)
+        self.prefill = BigNumber("Prefill", "tok/s", PREFILL_HELP.format(n=PREFILL_RATE_MIN_TOKENS))
         self.decode = BigNumber("Decode", "tok/s", DECODE_HELP)
-        self.final_rates = _rich_label("–")
+        self.note = _rich_label("", lines=2)
         self.ceiling_bar = CeilingBar()
         self.ceiling_bar.setToolTip(BANDWIDTH_HELP)
-        self.bandwidth = _rich_label("–")
+        self.bandwidth = _rich_label(FIRST)
         self.bandwidth.setToolTip(BANDWIDTH_HELP)
-        self.peak = _rich_label()
+        self.peak = _rich_label(lines=2)
         self.kv_bar = KvBar()
-        self.kv_text = _rich_label("–")
+        self.kv_bar.setToolTip(KV_HELP)
+        self.kv_text = _rich_label(FIRST, lines=2)
+        self.kv_text.setToolTip(KV_HELP)
         self.plot = LineChart("decode (tok/s)", "seconds since first token")
         self.plot.setToolTip("The decode rate over this reply (last second of tokens), with the ceiling "
                              "this machine's memory allows.")
         self.timeline = TimelineChart()
         self.timeline.setToolTip(TIMELINE_HELP)
+        self.plot_box = ChartOrNote(self.plot, f"The decode rate {FIRST}.")
+        self.timeline_box = ChartOrNote(self.timeline, f"Each reply's wait, prefill and decode {FIRST}.")
         self.timeline_text = _rich_label(
-            " ".join((swatch(WAIT, "wait"), swatch(NEW, "prefill"), swatch(GENERATED, "decode"),
-                      swatch(CACHED, "cached prefix", "◆"))))
-        self.turn_text = _rich_label()
+            " &nbsp; ".join((swatch(WAIT, "wait"), swatch(NEW, "prefill"), swatch(GENERATED, "decode"),
+                             swatch(CACHED, "cached prefix", "◆"))))
+        self.turn_text = _rich_label(lines=2)
         self.remaining = _rich_label("–")
         self.recent = _rich_label("–")
         self.machine = _rich_label("–")
@@ -137,25 +162,24 @@ class GaugesPanel(QScrollArea):
         body = QWidget()
         col = QVBoxLayout(body)
         col.setContentsMargins(6, 6, 6, 6)
-        col.addWidget(_heading("Live gauges"))
+        col.setSpacing(4)
         col.addWidget(self.phase)
         tiles = QGridLayout()
         tiles.setSpacing(4)
         for i, tile in enumerate((self.ttft, self.prefill, self.decode)):
             tiles.addWidget(tile, 0, i)
         col.addLayout(tiles)
-        col.addWidget(self.final_rates)
+        col.addWidget(self.note)
         col.addWidget(_heading("Memory bandwidth", BANDWIDTH_HELP))
         col.addWidget(self.ceiling_bar)
         col.addWidget(self.bandwidth)
         col.addWidget(self.peak)
-        col.addWidget(_heading("KV cache", "The model's context memory: the prompt reused from the "
-                               "cache, the prompt read now, and the generated tokens, of the whole context."))
+        col.addWidget(_heading("KV cache", KV_HELP))
         col.addWidget(self.kv_bar)
         col.addWidget(self.kv_text)
-        col.addWidget(self.plot)
+        col.addWidget(self.plot_box)
         col.addWidget(_heading("Timeline", TIMELINE_HELP))
-        col.addWidget(self.timeline)
+        col.addWidget(self.timeline_box)
         col.addWidget(self.timeline_text)
         col.addWidget(self.turn_text)
         form = QFormLayout()
@@ -165,9 +189,8 @@ class GaugesPanel(QScrollArea):
             form.addRow(label, w)
         col.addLayout(form)
         col.addStretch(1)
-        for chart in (self.plot, self.timeline):
-            chart.setMinimumHeight(120)
-            chart.setMaximumHeight(170)
+        for box in (self.plot_box, self.timeline_box):
+            box.setFixedHeight(130)
         self.setWidget(body)
         self.setMinimumWidth(260)
 
@@ -179,29 +202,63 @@ class GaugesPanel(QScrollArea):
     def show_snapshot(self, s: Snapshot) -> None:
         self.updates += 1
         self._status(s)
-        self.ttft.set_value(*_ms(s.ttft_s))
-        self.ttft.caption.setText("TTFT…" if s.active and not s.ttft_final else "TTFT")
-        self.prefill.set_value(_num(s.prefill_tok_s, 0))
-        live = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
-        self.decode.set_value(_num(live, 1))
-        self.decode.caption.setText("Decode (live)" if s.active else "Decode")
-        self._final_rates(s)
+        self._tiles(s)
+        self._note(s)
         self.remaining.setText(f"≤ {s.remaining_s:.1f} s to max tokens ({s.max_tokens})"
                                if s.active and s.remaining_s is not None else "–")
-        self.recent.setText(", ".join(f"{t * 1000:.0f} ms" for t in s.recent_ttft) or "–")
+        self.recent.setText(", ".join(str(duration(t)) for t in s.recent_ttft) or "–")
         self._kv(s)
-        self.ceiling_bar.set_values(live, s.ceiling_tok_s)
+        live = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
+        self.ceiling_bar.set_values(live, s.ceiling_tok_s, s.bw_utilization)
         self.bandwidth.setText(_bandwidth(s))
         self.peak.setText(_peak(s))
-        self.peak.setVisible(bool(self.peak.text()))
         self.dropped.setText(f"{s.dropped_messages} msgs ({s.dropped_tokens} tok) left out of context"
                              if s.dropped_messages else "none")
+        self.plot_box.show_chart(bool(s.rate_series) or s.active or s.stats is not None)
         self.plot.set_data(s.rate_series, s.ceiling_tok_s)
+        self.timeline_box.show_chart(bool(s.turns))
         self.timeline.set_turns(s.turns)
-        self.turn_text.setText(_turn_line(s.turns[-1]) if s.turns else "")
+        done = [t for t in s.turns if not t.live]
+        self.turn_text.setText(turn_line(len(done), done[-1]) if done else "")
+
+    def _tiles(self, s: Snapshot) -> None:
+        st = s.stats
+        if st is not None and not s.active:  # the record's figures, as the footer shows them
+            ttft, prefill = st.ttft(), st.prefill()
+            decode = st.decode() or (rate(st.wall_decode_tok_s, 1) if st.remote else None)
+        else:
+            ttft, prefill, decode = duration(s.ttft_s), None, rate(s.rate_tok_s if s.active else None, 1)
+        self.ttft.set_figure(ttft)
+        streaming_off = not s.streaming and s.ttft_final
+        self.ttft.caption.setText("TTFT…" if s.active and not s.ttft_final else
+                                  ("First token" if streaming_off else "TTFT"))
+        self.prefill.set_figure(prefill)
+        small = st is not None and prefill is not None and prefill.unit != "tok/s"
+        self.prefill.caption.setText(f"Prefill ({st.prefill_tokens} tok)" if small and st else "Prefill")
+        self.decode.set_figure(decode)
+        self.decode.caption.setText("Decode (live)" if s.active else "Decode")
+
+    def _note(self, s: Snapshot) -> None:
+        """What the tiles cannot say: when a reply shown all at once appeared, a server's silence."""
+        st = s.stats
+        if s.active:
+            text = "streaming is off: the reply shows when it is whole" if not s.streaming else ""
+        elif st is None:
+            text = ""
+        elif not s.streaming:
+            text = (f"streaming is off: first token at {st.ttft() or '–'}, "
+                    f"the reply shown at {st.total()}")
+        elif st.remote and not st.decode():
+            got = f" · received at {st.wall_decode_tok_s:.1f}/s" if st.wall_decode_tok_s else ""
+            text = f"rates not reported by the server{got}"
+        else:
+            text = ""
+        self.note.setText(text)
 
     def _status(self, s: Snapshot) -> None:
-        if s.phase == "idle":
+        if not s.started:
+            self.phase.setText(f"Gauges {FIRST}.")
+        elif s.phase == "idle":
             self.phase.setText("idle")
         elif s.active:
             what = {"waiting": "waiting", "prefill": "reading prompt", "decode": "generating"}[s.phase]
@@ -209,24 +266,16 @@ class GaugesPanel(QScrollArea):
         else:
             self.phase.setText(f"done in {s.elapsed_s:.2f} s · {s.generated} tok")
 
-    def _final_rates(self, s: Snapshot) -> None:
-        if s.prefill_tok_s or s.decode_tok_s:
-            pre = f"{s.prefill_tok_s:.0f}" if s.prefill_tok_s else "–"
-            dec = f"{s.decode_tok_s:.1f}" if s.decode_tok_s else "–"
-            self.final_rates.setText(f"last reply: prefill {pre} · decode {dec} tok/s")
-        elif s.source is not None and not s.active:
-            got = f" · received at {s.wall_decode_tok_s:.1f}/s" if s.wall_decode_tok_s else ""
-            self.final_rates.setText(f"rates not reported by the server{got}")
-        elif s.active:
-            self.final_rates.setText("rates of this reply: when it ends")
-
     def _kv(self, s: Snapshot) -> None:
-        used = s.kv_cached + s.kv_new + s.kv_generated
         self.kv_bar.set_values(s.kv_cached, s.kv_new, s.kv_generated, s.n_ctx)
+        if not s.started:
+            self.kv_text.setText(f"{s.n_ctx} tokens of context; the split {FIRST}" if s.n_ctx else FIRST)
+            return
+        used = s.kv_used
         pct = f" ({100 * used / s.n_ctx:.0f}%)" if s.n_ctx else ""
         self.kv_text.setText(
-            f"{swatch(CACHED, _cached(s))} &nbsp;{swatch(NEW, f'new {s.kv_new}')} &nbsp;"
-            f"{swatch(GENERATED, f'generated {s.kv_generated}')}<br>{used} / {s.n_ctx} tokens{pct}")
+            f"{swatch(CACHED, _cached(s))} &nbsp; {swatch(NEW, f'new {s.kv_new}')} &nbsp; "
+            f"{swatch(GENERATED, f'generated {s.kv_generated}')}<br>{used}/{s.n_ctx} tokens{pct}")
 
 
 class MachineFeed(QObject):

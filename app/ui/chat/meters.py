@@ -2,15 +2,17 @@
 
 These are a handful of rectangles and a line of text each; a plotting widget
 would add axes nobody reads here. Colours come from the palette, so they follow
-light and dark themes.
+light and dark themes; a bar's empty part is a tint of the text colour over the
+base, because the Base colour alone nearly vanishes against a dark window.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QFont, QPainter, QPalette, QPen
+from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app.engine.stats import Figure
 from app.ui.widgets.colors import CACHED, CEILING, GENERATED, NEW
 
 
@@ -43,6 +45,10 @@ class BigNumber(QFrame):
         self.value.setText(text or "–")
         self.unit_label.setText(unit or self.unit)
 
+    def set_figure(self, fig: Figure | None) -> None:
+        """A figure as ReplyStats formats it (the footer's), or "–"."""
+        self.set_value(fig.value if fig else None, fig.unit if fig else None)
+
     def text(self) -> str:
         """As read aloud: "1268 ms"."""
         v = self.value.text()
@@ -65,7 +71,7 @@ class _Bar(QWidget):
         p = QPainter(self)
         r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
         pal = self.palette()
-        p.fillRect(r, pal.color(QPalette.ColorRole.Base))
+        p.fillRect(r, track(pal))
         self.draw(p, r, pal)
         p.setPen(QPen(pal.color(QPalette.ColorRole.Mid)))
         p.drawRect(r)
@@ -73,6 +79,15 @@ class _Bar(QWidget):
 
     def draw(self, p: QPainter, r: QRectF, pal: QPalette) -> None:
         raise NotImplementedError
+
+
+def track(pal: QPalette) -> QColor:
+    """A bar's empty part: 10% of the text colour over the base, visible in light and dark."""
+    base, text = pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text)
+    mix = 0.10
+    return QColor.fromRgbF(*(b + (t - b) * mix for b, t in ((base.redF(), text.redF()),
+                                                          (base.greenF(), text.greenF()),
+                                                          (base.blueF(), text.blueF()))))
 
 
 class KvBar(_Bar):
@@ -110,10 +125,15 @@ class CeilingBar(_Bar):
         super().__init__(22, parent)
         self.rate: float | None = None
         self.ceiling: float | None = None
+        self.share: float | None = None
 
-    def set_values(self, rate: float | None, ceiling: float | None) -> None:
-        if (rate, ceiling) != (self.rate, self.ceiling):
-            self.rate, self.ceiling = rate, ceiling
+    def set_values(self, rate: float | None, ceiling: float | None, share: float | None = None) -> None:
+        """`share`: of the peak, the figure the line below shows (the rate over the ceiling is the
+        same quantity; given, it is that very number)."""
+        if share is None and rate and ceiling:
+            share = rate / ceiling
+        if (rate, ceiling, share) != (self.rate, self.ceiling, self.share):
+            self.rate, self.ceiling, self.share = rate, ceiling, share
             self.update()
 
     def draw(self, p: QPainter, r: QRectF, pal: QPalette) -> None:
@@ -127,5 +147,5 @@ class CeilingBar(_Bar):
         p.setPen(QPen(CEILING, 2))
         p.drawLine(int(x), int(r.top()), int(x), int(r.bottom()))
         p.setPen(pal.color(QPalette.ColorRole.Text))
-        share = f"{100 * self.rate / self.ceiling:.0f}% of ceiling" if self.rate else "ceiling"
+        share = f"{100 * self.share:.0f}% of peak" if self.rate and self.share is not None else "ceiling"
         p.drawText(r.adjusted(4, 0, -4, 0), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, share)

@@ -9,17 +9,24 @@ window's New chat and status line), not the window.
 Switching away from a reply being generated goes through ChatFlow.new_chat,
 which stops it and seals its text so far as "interrupted": switching never
 loses text. Deleting is a soft delete, so the message bar can offer Undo.
+
+The list follows the store, whoever writes it: after each turn (a question
+answered, or one stopped before its first token, whose new conversation the
+store drops), and when another process (`llamadesk ask` or `import` in a
+terminal) changed the database file, which a cheap stat of the file and its
+WAL notices every WATCH_MS; no refresh cuts into a rename being typed.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut, QTextDocument
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QFileDialog, QWidget
 
 from app.chat.conversation import LiveConversation
 from app.history import export as exporter
@@ -35,6 +42,7 @@ EXPORT_FILTERS = {"Markdown (*.md)": "md", "JSON (*.json)": "json", "HTML (*.htm
                   "Plain text (*.txt)": "txt"}
 IMPORT_FILTER = "LlamaDesk transcript (*.json);;All files (*)"
 UNDO_PREFIX = "undo-delete:"
+WATCH_MS = 1500
 
 
 def one_line(e: BaseException) -> str:
@@ -76,6 +84,12 @@ class HistoryActions(QObject):
         # The list follows the chat: a new chat appears with its first question.
         self.flow.reply_started.connect(self.refresh)
         self.flow.reply_finished.connect(lambda _m: self.refresh())
+        self.flow.reply_failed.connect(lambda _m: self.refresh())
+        self._seen: tuple | None = None  # the database file as of the last refresh
+        self._watch = QTimer(self)
+        self._watch.setInterval(WATCH_MS)
+        self._watch.timeout.connect(self._follow_others)
+        self._watch.start()
         sc = QShortcut(QKeySequence("Ctrl+E"), parent)
         sc.setContext(Qt.ShortcutContext.WindowShortcut)
         sc.activated.connect(lambda: self.export_current())
@@ -88,8 +102,30 @@ class HistoryActions(QObject):
         return self._store()
 
     def refresh(self) -> None:
+        self._seen = self._file_state()
         self.panel.current_id = self.flow.conversation.id
         self.panel.refresh()
+
+    def _file_state(self) -> tuple | None:
+        """The database file and its write-ahead log as stat sees them: any commit changes one."""
+        store = self.store
+        if store is None:
+            return None
+        out: list[tuple[int, int] | None] = []
+        for p in (store.path, Path(f"{store.path}-wal")):
+            try:
+                st = os.stat(p)
+            except OSError:
+                out.append(None)
+            else:
+                out.append((st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+    def _follow_others(self) -> None:
+        if self.flow.busy or self.panel.list.state() == QAbstractItemView.State.EditingState:
+            return  # a reply's own saves; a title being typed: after
+        if self._file_state() != self._seen:
+            self.refresh()
 
     def _error(self, text: str) -> None:
         self.bar.show_message(text, "error")

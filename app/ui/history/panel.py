@@ -143,6 +143,7 @@ class HistoryPanel(QWidget):
     def refresh(self) -> None:
         """Reread the store: all conversations, or those whose messages match the search."""
         self.list.blockSignals(True)
+        scrolled = self.list.verticalScrollBar().value()  # a refresh must not jump to the top
         try:
             self.list.clear()
             if self.store is None:
@@ -158,6 +159,7 @@ class HistoryPanel(QWidget):
                     item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 self.list.addItem(item)
             self.mark_current(self.current_id)
+            self.list.verticalScrollBar().setValue(scrolled)
         finally:
             self.list.blockSignals(False)
 

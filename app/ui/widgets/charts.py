@@ -3,7 +3,9 @@
 pyqtgraph draws through QGraphicsView with ticks, units and ranges already
 worked out, which the hand-painted plots never had; one frame costs about a
 millisecond at these sizes, small beside the 10 Hz refresh. Mouse zoom and the
-context menu are off: these are gauges, not an analysis tool.
+context menu are off: these are gauges, not an analysis tool. Until there is
+something to draw, ChartOrNote shows a line saying what will be there, in the
+chart's own room, instead of empty 0-1 axes.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFont, QPalette
+from PySide6.QtWidgets import QLabel, QStackedWidget, QWidget
 
 from app.chat.live_gauges import Turn
 from app.ui.widgets.colors import CACHED, CEILING, GENERATED, NEW, WAIT
@@ -87,8 +90,11 @@ class LineChart(ThemedPlot):
         self.curve.setData(xs, ys)
         top = max(ys, default=0.0)
         if ceiling:
-            self.ceiling_line.setValue(ceiling)
+            # Shown first: pyqtgraph's label ignores a value set while the line is hidden, and
+            # kept its old text ("ceiling 0" beside a line at 97).
             self.ceiling_line.show()
+            self.ceiling_line.setValue(ceiling)
+            self.ceiling_line.label.valueChanged()
             top = max(top, ceiling)
         else:
             self.ceiling_line.hide()
@@ -115,6 +121,8 @@ class TimelineChart(ThemedPlot):
             self.addItem(item)
         self.cached = pg.ScatterPlotItem(symbol="d", size=12, brush=CACHED)
         self.addItem(self.cached)
+        self.now = pg.ScatterPlotItem(symbol="t2", size=9, brush=GENERATED)  # the live reply's front
+        self.addItem(self.now)
         self.restyle()
         self._shown: list[Turn] | None = None
 
@@ -136,6 +144,8 @@ class TimelineChart(ThemedPlot):
                   "decode": [t.decode_s for t in shown]}
         for name, item in self.bars.items():
             item.setOpts(x0=x0[name], y=ys, width=widths[name], height=0.6)
+        live = [(t.wait_s + t.prefill_s + t.decode_s, y) for t, y in zip(shown, ys) if t.live]
+        self.now.setData([x for x, _ in live], [y for _, y in live])  # where the reply has got
         marks = [(t.wait_s, y) for t, y in zip(shown, ys) if t.cached]
         self.cached.setData([x for x, _ in marks], [y for _, y in marks])
         first = first_number + len(turns) - n
@@ -143,3 +153,21 @@ class TimelineChart(ThemedPlot):
         span = max(max((t.total_s for t in shown), default=0.0), 0.5)
         self.setXRange(-0.04 * span, span * 1.05, padding=0)  # room for a mark at 0
         self.setYRange(-0.6, max(n, 1) - 0.4, padding=0)
+
+
+class ChartOrNote(QStackedWidget):
+    """A chart, or in its place a muted line saying what it will show, the same size."""
+
+    def __init__(self, chart: QWidget, note: str, parent=None):
+        super().__init__(parent)
+        self.chart = chart
+        self.note = QLabel(note)
+        self.note.setWordWrap(True)
+        self.note.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.note.setFrameShape(QLabel.Shape.StyledPanel)
+        self.addWidget(self.note)
+        self.addWidget(chart)
+
+    def show_chart(self, on: bool) -> None:
+        self.setCurrentWidget(self.chart if on else self.note)
