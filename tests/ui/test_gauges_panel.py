@@ -69,3 +69,17 @@ def test_the_charts_follow_a_dark_palette(qtbot, make_window):
     for chart in (win.gauges.plot, win.gauges.timeline):
         qtbot.waitUntil(lambda c=chart: c.backgroundBrush().color().name() == "#1e1e1e", timeout=2_000)
         assert chart.getAxis("left").textPen().color().name() == "#e0e0e0"
+
+
+def test_the_ceiling_label_follows_a_value_set_while_the_line_was_hidden(qtbot):
+    from app.ui.widgets.charts import LineChart
+
+    chart = LineChart("tok/s", "s")
+    qtbot.addWidget(chart)
+    chart.show()
+    chart.set_data([], None)  # hidden, as before the first reply
+    chart.set_data([(0.0, 80.0), (1.0, 90.0)], 97.4)
+    assert chart.ceiling_line.label.toPlainText() == "ceiling 97"
+    chart.set_data([(0.0, 80.0)], None)
+    chart.set_data([(0.0, 80.0), (2.0, 140.0)], 147.0)
+    assert chart.ceiling_line.label.toPlainText() == "ceiling 147"
