@@ -26,8 +26,8 @@ def test_connect_chat_and_footers_on_llama_server(qtbot, make_window, llama_serv
     assert msg.content and msg.stats.source.startswith("llama-server at")
     assert "on llama-server at" in msg.stats.summary()
     assert msg.stats.decode_tok_s > 0 and msg.stats.prefill_tok_s > 0
-    qtbot.waitUntil(lambda: "decode" in win.gauges.final_rates.text(), timeout=5_000)
-    assert f"{msg.stats.decode_tok_s:.1f}" in win.gauges.final_rates.text()  # the server's own rate
+    qtbot.waitUntil(lambda: win.gauges.decode.caption.text() == "Decode", timeout=5_000)
+    assert win.gauges.decode.text() == str(msg.stats.decode())  # the server's own rate, as the footer
     assert "ms" in win.gauges.ttft.text()
     assert "on llama-server at" in win.view.toPlainText()  # the footer under the reply
     cfg = json.loads(default_path().read_text())
@@ -56,9 +56,27 @@ def test_an_unreachable_server_is_one_message_and_the_default_model_still_loads(
         win.connections.connect_to(SavedEndpoint(f"http://127.0.0.1:{free_port()}/v1"))
     assert "connection refused" in failed.args[0]
     assert "Could not connect to the server" in win.bar.text() and "\n" not in win.bar.text()
+    assert json.loads(default_path().read_text())["active_endpoint"] is None  # the next launch is not stuck
     with qtbot.waitSignal(win.model_loaded, timeout=30_000):
         win._on_bar_action("default")
     assert win.remote is None and "remote" not in win.model_bar.status.text()
+
+
+def test_a_mistyped_server_url_is_said_in_the_dialog_and_the_model_stays(qtbot, make_window):
+    from app.ui.remote.dialog import ConnectDialog
+
+    win = make_window(small_config())
+    loaded = win.loaded
+    dlg = ConnectDialog(win)
+    qtbot.addWidget(dlg)
+    dlg.show()
+    dlg.url.setText(f"http://127.0.0.1:{free_port()}/v1")
+    dlg.accept()
+    qtbot.waitUntil(lambda: "Nothing was changed" in dlg.status.text(), timeout=10_000)
+    assert "connection refused" in dlg.status.text()
+    assert dlg.isVisible() and dlg.result_endpoint is None  # open, to fix the URL
+    assert win.loaded is loaded and win.flow.model_ready and win.remote is None
+    assert json.loads(default_path().read_text()).get("active_endpoint") is None
 
 
 def test_the_batch_window_on_a_server_keeps_requests_in_flight(qtbot, make_window, llama_server_v1, tmp_path):
@@ -97,7 +115,8 @@ def test_the_connect_dialog_lists_the_servers_models_and_refuses_a_bad_url(qtbot
     assert dlg.model.itemText(0) == str(model_path) and "llama-server" in dlg.status.text()
     dlg.key.setText(KEY)  # typed, not remembered: it goes to the window, not the keyring or a file
     dlg.format.setCurrentIndex(1)
-    dlg.accept()
+    dlg.accept()  # asks the server first, and closes when it answered
+    qtbot.waitUntil(lambda: dlg.result_endpoint is not None, timeout=10_000)
     assert dlg.result_endpoint.base_url == llama_server_v1
     assert dlg.result_endpoint.prompt_format == "transcript" and dlg.result_key == KEY
     assert KEY not in repr(dlg.result_endpoint)

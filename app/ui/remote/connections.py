@@ -90,10 +90,15 @@ class Connections:
             self.connect_to(dlg.result_endpoint, dlg.result_key)
 
     def connect_to(self, saved: SavedEndpoint, key: str | None = None) -> None:
-        """Remember the server (not its key) and chat through it."""
+        """Remember the server (not its key) and chat through it. It becomes the server the
+        next launch opens with only once it has answered (the window's load handler says so):
+        a server that fails here must not leave every later launch with no model."""
         if key:
             self._session_keys[saved.base_url] = key
-        self._config().remember_endpoint(saved)
+        cfg = self._config()
+        active = cfg.active_endpoint
+        cfg.remember_endpoint(saved)
+        cfg.active_endpoint = active
         self._save()
         self.remote = saved
         self._refresh_models()

@@ -1,10 +1,14 @@
 """Connect to server…: a base URL, an optional API key, a model from the server's own list.
 
 "List models" asks the server on a worker thread (a slow or unreachable
-host must not freeze the window) and says in one line what answered. The
-key is kept in the system keyring only when the user ticks the box; the
-settings file keeps the URL, the model and, if given, the name of an
-environment variable to read the key from, never the key.
+host must not freeze the window) and says in one line what answered.
+Connect asks the same question first and closes only when the server
+answered (and has the model named, if one is): a mistyped URL is said in
+the dialog while the window keeps the model it has, instead of unloading it
+for a server that is not there. The key is kept in the system keyring only
+when the user ticks the box; the settings file keeps the URL, the model and,
+if given, the name of an environment variable to read the key from, never
+the key.
 """
 
 from __future__ import annotations
@@ -67,10 +71,11 @@ class ConnectDialog(QDialog):
             self.format.addItem(label, key)
         if saved:
             self.format.setCurrentIndex(max(0, [k for k, _ in FORMATS].index(saved.prompt_format)))
-        self.status = QLabel("Nothing leaves this machine until you connect.")
+        self.status = QLabel("Nothing leaves this machine until you list the models or connect.")
         self.status.setWordWrap(True)
         self._relay = _Relay()
         self._relay.done.connect(self._on_listed)
+        self._connecting: tuple[SavedEndpoint, str | None] | None = None  # Connect, while it asks
 
         form = QFormLayout()
         form.addRow("Server URL", self.url)
@@ -84,7 +89,8 @@ class ConnectDialog(QDialog):
         form.addRow("Prompt", self.format)
         std = QDialogButtonBox.StandardButton
         buttons = QDialogButtonBox(std.Ok | std.Cancel)
-        buttons.button(std.Ok).setText("Connect")
+        self.connect_button = buttons.button(std.Ok)
+        self.connect_button.setText("Connect")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         col = QVBoxLayout(self)
@@ -110,7 +116,11 @@ class ConnectDialog(QDialog):
         except LlamaDeskError as e:
             self._fail(str(e))
             return
+        self._ask(ep)
+
+    def _ask(self, ep: Endpoint) -> None:
         self.list_button.setEnabled(False)
+        self.connect_button.setEnabled(False)
         self.status.setText(f"asking {ep.host}…")
         threading.Thread(target=self._probe, args=(ep,), name="llamadesk-list-models", daemon=True).start()
 
@@ -129,32 +139,54 @@ class ConnectDialog(QDialog):
 
     def _on_listed(self, info, error) -> None:
         self.list_button.setEnabled(True)
+        self.connect_button.setEnabled(True)
+        connecting, self._connecting = self._connecting, None
         if error is not None:
-            self._fail(error)
+            self._fail(f"{error}. Nothing was changed: the window keeps its model."
+                       if connecting else error)
+            return
+        ids = [m.id for m in info.models]
+        if connecting is not None:
+            saved, key = connecting
+            if saved.model and ids and saved.model not in ids:
+                self._fail(f"the server has no model {saved.model!r} (it has: {', '.join(ids[:5])})")
+                return
+            self._done(saved, key)
             return
         current = self.model.currentText().strip()
         self.model.clear()
-        for m in info.models:
-            self.model.addItem(m.id)
+        for m in ids:
+            self.model.addItem(m)
         if current:
             self.model.setCurrentText(current)
-        n = len(info.models)
+        n = len(ids)
         version = f" {info.version}" if info.version else ""
         self.status.setText(f"{info.kind}{version}: {n} model{'s' if n != 1 else ''}"
                             + (f", ctx {info.n_ctx}" if info.n_ctx else ""))
 
     def accept(self) -> None:
+        """Check the fields, then ask the server; the dialog closes once it answered."""
+        if self._connecting is not None:
+            return
         try:
             ep = self._endpoint()
             saved = SavedEndpoint.from_json({
                 "base_url": ep.base_url, "model": self.model.currentText().strip() or None,
                 "prompt_format": self.format.currentData(),
                 "api_key_env": self.key_env.text().strip() or None})
-            typed = self.key.text().strip()
-            if typed and self.remember.isChecked():
-                keys.save_key(ep.base_url, typed)
         except (LlamaDeskError, ValueError) as e:
             self._fail(str(e))
             return
-        self.result_endpoint, self.result_key = saved, ep.api_key
+        self._connecting = (saved, ep.api_key)
+        self._ask(ep)
+
+    def _done(self, saved: SavedEndpoint, key: str | None) -> None:
+        typed = self.key.text().strip()
+        if typed and self.remember.isChecked():
+            try:
+                keys.save_key(saved.base_url, typed)
+            except (LlamaDeskError, ValueError) as e:
+                self._fail(str(e))
+                return
+        self.result_endpoint, self.result_key = saved, key
         super().accept()
