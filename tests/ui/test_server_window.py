@@ -69,3 +69,37 @@ def test_a_window_on_a_remote_server_cannot_serve(qtbot, make_window, llama_serv
         win.connections.connect_to(SavedEndpoint(llama_server_v1))
     why = win.set_serving(True)
     assert "needs a local model" in why and not win.server_runner.serving
+
+
+def test_the_throughput_is_live_while_clients_stream_and_idle_after(qtbot, make_window):
+    import threading
+
+    from openai import OpenAI
+
+    win = make_window(small_config(serve_port=free_port()))
+    panel = win.open_server()
+    panel.switch.setChecked(True)
+    client = OpenAI(base_url=win.server_runner.url, api_key="x", max_retries=0)
+    model = client.models.list().data[0].id
+    done = []
+
+    def stream(n: int) -> None:
+        for _chunk in client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": f"Count to {n}."}], max_tokens=64,
+                stream=True, extra_body={"ignore_eos": True}):
+            pass
+        done.append(n)
+
+    threads = [threading.Thread(target=stream, args=(n,)) for n in (10, 20, 30)]
+    for t in threads:
+        t.start()
+    seen = []
+    qtbot.waitUntil(lambda: seen.append(panel.rate.text()) or len(done) == 3, timeout=120_000)
+    for t in threads:
+        t.join()
+    live = [float(t.split()[0]) for t in seen if t.endswith(tuple("0123456789)")) and "tok/s" in t]
+    assert live and max(live) > 0, seen  # the line is live mid-stream, never stuck at 0
+    rates = [r for _, rid, _, r, _ in win.server_runner.host.stats.recent if r]
+    assert max(live) >= 0.8 * max(rates)  # all clients together, at least one client's own rate
+    qtbot.waitUntil(lambda: panel.rate.text() == "idle", timeout=5_000)  # and it falls when they stop
+    assert panel.plot.curve.yData[-1] == 0.0

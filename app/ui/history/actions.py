@@ -122,6 +122,9 @@ class HistoryActions(QObject):
         return tuple(out)
 
     def _follow_others(self) -> None:
+        if self.store is None:  # none, or the window closed it
+            self._watch.stop()
+            return
         if self.flow.busy or self.panel.list.state() == QAbstractItemView.State.EditingState:
             return  # a reply's own saves; a title being typed: after
         if self._file_state() != self._seen:

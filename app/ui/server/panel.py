@@ -1,13 +1,19 @@
 """The Server panel: the switch, the URL to give other programs, and the server's load live.
 
 It reads the ServeEngine's counters on a timer (they are plain numbers the
-engine thread updates), so nothing here waits on the server.
+engine thread updates), so nothing here waits on the server. The throughput
+it draws is its own count: the tokens the server generated between two of
+its reads (HostStats.generated, which starts again from 0 with each run of
+the engine) over the last RATE_S seconds, so the line is live while clients
+stream and falls to 0 when they stop, where the engine's last reported rate
+stayed frozen (or kept a finished run's figure) between runs.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import replace
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -31,6 +37,7 @@ from app.ui.widgets.message_bar import MessageBar
 from app.ui.widgets.rates import ceiling_line
 
 HISTORY_S = 60.0
+RATE_S = 2.0  # the throughput is over this many seconds of the panel's reads
 
 
 def server_rate(s) -> str:
@@ -66,6 +73,9 @@ class ServerPanel(QWidget):
         self._series: deque = deque()
         self._t0 = time.monotonic()
         self._last_shown = None
+        self._generated: int | None = None  # the server's count at the last read
+        self._counted: deque[tuple[float, int]] = deque()  # (read at, tokens since the read before)
+        self._started_at: float | None = None
         self.switch.toggled.connect(self.toggled)
         runner.state_changed.connect(self._on_state)
 
@@ -76,9 +86,14 @@ class ServerPanel(QWidget):
         form.addRow(self.switch)
         form.addRow("Port", self.port)
         form.addRow("OpenAI base URL", row)
-        form.addRow("Slots busy", self.slots)
+        form.addRow("Answering now", self.slots)
         form.addRow("Waiting", self.queued)
-        form.addRow("Aggregate", self.rate)
+        form.addRow("Throughput", self.rate)
+        self.slots.setToolTip("Requests being answered at once: the server decodes up to this many "
+                              "together, one place kept free for an interactive request (the chat's, "
+                              "or a client streaming).")
+        self.rate.setToolTip("Tokens the server generated per second, over the last 2 seconds, for "
+                             "all requests together.")
         col = QVBoxLayout(self)
         col.addWidget(self.bar)
         col.addLayout(form)
@@ -91,6 +106,17 @@ class ServerPanel(QWidget):
         self._label_switch()
         self._on_state(runner.serving, runner.url or "")
         self.resize(560, 620)
+
+    def _throughput(self, now: float, generated: int) -> float | None:
+        """Tokens per second over the last RATE_S s of reads; None before two reads."""
+        last, self._generated = self._generated, generated
+        if last is None:
+            return None
+        self._counted.append((now, generated - last if generated >= last else generated))
+        while self._counted and now - self._counted[0][0] > RATE_S:
+            self._counted.popleft()
+        span = min(RATE_S, now - (self._started_at if self._started_at is not None else now))
+        return sum(n for _, n in self._counted) / span if span > 0 else None
 
     def _label_switch(self) -> None:
         self.switch.setText(f"Serve on http://127.0.0.1:{self.port.value()}")
@@ -110,6 +136,8 @@ class ServerPanel(QWidget):
         self.copy.setEnabled(serving)
         if serving:
             self.bar.hide()
+            self._generated, self._started_at = None, time.monotonic() - self._t0
+            self._counted.clear()
             self._timer.start()
         else:
             self._timer.stop()
@@ -126,11 +154,13 @@ class ServerPanel(QWidget):
             return
         s = host.stats
         batch = s.busy - s.online_busy
-        self.slots.setText(f"{s.busy} of {s.n_slots + 1} ({s.online_busy} online, {batch} batch)")
-        self.queued.setText(str(s.queued))
-        self.rate.setText(server_rate(s))
+        self.slots.setText(f"{s.busy} of {s.n_slots + 1} requests ({s.online_busy} interactive, "
+                           f"{batch} batch)")
+        self.queued.setText(f"{s.queued} request{'s' if s.queued != 1 else ''}")
         now = time.monotonic() - self._t0
-        self._series.append((now, s.tok_s or 0.0))
+        tok_s = self._throughput(now, s.generated)
+        self.rate.setText(server_rate(replace(s, tok_s=tok_s)))
+        self._series.append((now, tok_s or 0.0))
         while self._series and now - self._series[0][0] > HISTORY_S:
             self._series.popleft()
         self.plot.set_data([(t - now, r) for t, r in self._series], s.ceiling_tok_s)
