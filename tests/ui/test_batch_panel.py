@@ -7,6 +7,7 @@ import re
 import time
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.ui.batch.results import ResultDialog
 from tests.ui.conftest import ask, decode_to_max_tokens, small_config
@@ -41,9 +42,9 @@ def test_pasted_prompts_fill_the_table_and_the_output(qtbot, make_window, tmp_pa
     summary = blocker.args[0]
     assert summary is not None and summary.ok == 6
     assert panel.table.rowCount() == 6
-    ids = {panel.table.item(r, 0).text() for r in range(6)}
+    ids = {panel.table.item(r, 7).text() for r in range(6)}
     assert len(ids) == 6 and all(i.startswith("#") for i in ids)  # automatic ids of plain-text lines
-    assert all(panel.table.item(r, 1).text() == "ok" for r in range(6))
+    assert all(panel.table.item(r, 2).text() == "ok" for r in range(6))
     out = _lines(tmp_path / "out.jsonl")
     assert len(out) == 6 and {o["custom_id"] for o in out} == ids
     assert sorted(o["llamadesk"]["line"] for o in out) == list(range(1, 7))
@@ -57,8 +58,8 @@ def test_pasted_prompts_fill_the_table_and_the_output(qtbot, make_window, tmp_pa
     assert any(re.search(ceiling, t) for t in lines), lines
     assert panel.slot_bar.maximum() == 3
     assert panel.done_bar.value() == 6
-    dlg = panel.open_result(panel.table.results[0])
-    assert isinstance(dlg, ResultDialog) and dlg.text.toPlainText() == panel.table.results[0].text
+    dlg = panel.open_result(panel.table.result_at(0))
+    assert isinstance(dlg, ResultDialog) and dlg.text.toPlainText() == panel.table.result_at(0).text
     assert "tokens:" in dlg.stats_label.text()
     dlg.close()
     panel.save_results(str(tmp_path / "copy.jsonl"))
@@ -149,6 +150,39 @@ def test_closing_the_window_during_a_batch_exits_promptly(qtbot, make_window, tm
     win.close()
     assert time.perf_counter() - t < 3.0
     assert panel.runner.batch_thread is None and win.bridge.engine_thread.isFinished()
+
+
+def test_every_count_comes_from_one_source_and_rows_keep_input_order(qtbot, make_window, tmp_path):
+    """12 prompts on 8 slots: the bar never says "/ 1", never lags the rows, and ends at 12/12;
+    the rows show each prompt, in the input's order whatever order they finished in."""
+    prompts = [f"Count from 1 to {n}." for n in range(12, 0, -1)]  # the longest first: they finish last
+    win = make_window(small_config())
+    panel = _panel(win, tmp_path, slots=8, max_tokens=24, prompts="\n".join(prompts))
+    seen = []
+
+    def look(_p) -> None:
+        c = panel.counts
+        seen.append((panel.done_bar.value(), panel.done_bar.maximum(), panel.table.rowCount(),
+                     panel.slot_bar.value(), c.running, c.queued, c.total))
+
+    panel.progress_shown.connect(look)
+    with qtbot.waitSignal(panel.batch_finished, timeout=180_000) as done:
+        assert panel.start()
+        assert "/ 1" not in panel.done_bar.text()
+    summary = done.args[0]
+    assert summary.ok == 12
+    for value, maximum, rows, busy, running, queued, total in seen:
+        assert maximum == total == 12 and value == rows  # the bar is the table's count
+        assert busy == running <= 8 and rows + running + queued == 12
+    assert any(q > 0 for *_, q, _t in seen) and any(r == 8 for *_, r, _q, _t in seen)
+    assert (panel.done_bar.value(), panel.done_bar.maximum()) == (12, 12)
+    t = panel.table
+    assert [t.item(r, 0).data(0) for r in range(12)] == list(range(1, 13))  # input order
+    assert [t.item(r, 1).text() for r in range(12)] == prompts  # each row's own prompt
+    assert [res.line for res in t.in_order()] == list(range(1, 13))  # whatever order they arrived in
+    t.sortByColumn(3, Qt.SortOrder.DescendingOrder)  # tokens, by the header
+    tokens = [t.item(r, 3).data(0) for r in range(12)]
+    assert tokens == sorted(tokens, reverse=True)
 
 
 def test_chat_routed_to_the_batch_keeps_the_context_budget(qtbot, make_window, tmp_path):

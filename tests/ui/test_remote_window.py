@@ -97,7 +97,7 @@ def test_the_batch_window_on_a_server_keeps_requests_in_flight(qtbot, make_windo
     out = [json.loads(s) for s in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert len(out) == 6 and all(o["response"]["body"]["usage"]["completion_tokens"] > 0 for o in out)
     assert max(busy) >= 2  # several requests were in flight at once
-    assert all(panel.table.item(r, 1).text() == "ok" for r in range(6))
+    assert all(panel.table.item(r, 2).text() == "ok" for r in range(6))
 
 
 def test_the_connect_dialog_lists_the_servers_models_and_refuses_a_bad_url(qtbot, llama_server_v1,

@@ -3,7 +3,9 @@
 A separate top-level window rather than a tab, so the user can watch a long
 batch beside the conversation. Engine events are only recorded when they
 arrive; a 100 ms timer paints the latest progress and appends the finished
-rows in one go, so a burst of results costs one repaint.
+rows in one go, so a burst of results costs one repaint. Every count it
+shows (the bar, the occupancy, the queue, the failures) comes from one
+BatchCounts, fed the run's plan and its request events (app.ui.batch.counts).
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.batch.engine import DEFAULT_SLOTS
-from app.batch.types import BatchProgress, RequestDone
+from app.batch.types import BatchProgress
 from app.engine.sampling import GenerationSettings
 from app.paths import data_dir
+from app.ui.batch.counts import BatchCounts, BatchPlan
 from app.ui.batch.results import ResultDialog, ResultsTable, progress_line, summary_line
 from app.ui.batch.worker import BatchRunner, BatchSpec, BatchTarget
 from app.ui.widgets.message_bar import MessageBar
@@ -51,10 +54,11 @@ class BatchPanel(QWidget):
         """`runner` is the window's (it also routes chat turns); `model_source` gives what to
         run on (the loaded weights, or the connected server), or None while nothing is loaded."""
         super().__init__(parent, Qt.WindowType.Window)
-        self.setWindowTitle("LlamaDesk — Batch")
+        self.setWindowTitle("Batch — LlamaDesk")
         self.model_source, self.settings_source = model_source, settings
         self.runner = runner
         self.progress: BatchProgress | None = None
+        self.counts: BatchCounts | None = None  # from the run's plan on
         self._pending: list = []
         self._build()
         self._timer = QTimer(self)
@@ -85,11 +89,13 @@ class BatchPanel(QWidget):
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 32768)
         self.max_tokens.setValue(self.settings_source().max_tokens)
-        self.route_chat = QCheckBox("Chat uses the batch's online slot")
+        self.route_chat = QCheckBox("Answer chat messages inside the batch")
         self.route_chat.setChecked(self.runner.route_chat)
         self.route_chat.toggled.connect(lambda on: setattr(self.runner, "route_chat", on))
-        self.route_chat.setToolTip("Off: chat keeps its own context (measured: lower TTFT and faster "
-                                   "replies on 2 cores). On: chat never slows the batch.")
+        self.route_chat.setToolTip("On: a message you send in the chat while the batch runs is answered "
+                                   "by the batch, in a place it keeps free, so chatting never slows the "
+                                   "batch. Off: the chat answers with its own copy of the context, which "
+                                   "measured faster replies here (2 cores).")
         self.start_button = QPushButton("Start")
         self.pause_button = QPushButton("Pause")
         self.cancel_button = QPushButton("Cancel")
@@ -97,9 +103,10 @@ class BatchPanel(QWidget):
         self.pause_button.clicked.connect(self.toggle_pause)
         self.cancel_button.clicked.connect(self.cancel)
         self.done_bar = QProgressBar()
-        self.done_bar.setFormat("%v / %m requests")
+        self.done_bar.setFormat("%v of %m requests done")
         self.slot_bar = QProgressBar()
-        self.slot_bar.setFormat("slots busy %v / %m")
+        self.slot_bar.setFormat("%v of %m decoding together")
+        self.slot_bar.setToolTip("Requests being decoded at once, of the parallel slots")
         self.rate_label = QLabel("–")
         self.table = ResultsTable()
         self.table.result_opened.connect(self.open_result)
@@ -170,9 +177,9 @@ class BatchPanel(QWidget):
         defaults.max_tokens = self.max_tokens.value()
         self.bar.hide()
         self.table.clear_results()
-        self.progress, self._pending = None, []
-        self.done_bar.setRange(0, 1)
-        self.done_bar.setValue(0)
+        self.progress, self.counts, self._pending = None, None, []
+        self.done_bar.setRange(0, 0)  # busy until the run says how many requests it has
+        self.done_bar.setFormat("reading the input…")
         self.slot_bar.setRange(0, self.slots.value())
         self.slot_bar.setValue(0)
         self.rate_label.setText("starting…")
@@ -224,33 +231,39 @@ class BatchPanel(QWidget):
     def _stale(self) -> bool:
         return self.sender() is not self.runner.worker
 
-    def _on_started(self, todo: int, skipped: int) -> None:
+    def _on_started(self, plan: BatchPlan) -> None:
         if self._stale():
             return
-        if skipped:
-            self.bar.show_message(f"Resuming: {skipped} requests are already in the output.", "info")
+        self.counts = BatchCounts.of(plan)
+        self.table.plan(plan)
+        self.done_bar.setFormat("%v of %m requests done")
+        self.done_bar.setRange(0, max(1, self.counts.total))
+        self.done_bar.setValue(0)
+        if plan.skipped:
+            self.bar.show_message(f"Resuming: {plan.skipped} requests are already in the output.", "info")
 
     def _on_event(self, ev) -> None:
-        if self._stale():
+        if self._stale() or self.counts is None:
             return
         if isinstance(ev, BatchProgress):
             self.progress = ev
-        elif isinstance(ev, RequestDone) and ev.result.stats.stop_reason != "cancelled":
-            self._pending.append(ev.result)
+            return
+        res = self.counts.feed(ev)
+        if res is not None and res.stats.stop_reason != "cancelled":
+            self._pending.append(res)
 
     def _refresh(self) -> None:
         self.table.add_results(self._pending)
         self._pending = []
-        p = self.progress
+        p, c = self.progress, self.counts
+        if c is None:
+            return
+        self.done_bar.setValue(c.done)
+        self.slot_bar.setValue(c.running)
         if p is None:
             return
-        w = self.runner.worker
-        chat_in, chat_out = w.chat_counts() if w is not None else (0, 0)
-        self.done_bar.setRange(0, max(1, p.total - chat_in))
-        self.done_bar.setValue(max(0, p.done - chat_out))
         self.slot_bar.setRange(0, p.n_slots)
-        self.slot_bar.setValue(p.busy_slots)
-        self.rate_label.setText(progress_line(p))
+        self.rate_label.setText(progress_line(p, c))
         self.progress_shown.emit(p)
 
     def _on_finished(self, summary) -> None:
@@ -269,7 +282,7 @@ class BatchPanel(QWidget):
 
     def _end(self) -> None:
         self._timer.stop()
-        self._refresh()  # while the worker's chat-turn counts are still there
+        self._refresh()  # the last rows and counts
         self.runner.join()  # the worker is done (or told to stop): this returns at once
         self._set_running(self.runner.running)
 

@@ -2,6 +2,10 @@
 
 Rows are appended in groups by the panel's refresh timer, never one repaint
 per finished request: a 32-slot batch can finish several requests per step.
+Each row shows its input line and prompt, and the table keeps input order
+(the "#" column, numeric) whatever order requests finish in; a click on a
+header sorts by that column instead. The custom_id, often an automatic hash,
+is the last column.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.batch.types import SlotResult
+from app.batch.types import SlotResult, SlotStats
+from app.ui.batch.counts import BatchCounts, BatchPlan
 from app.ui.widgets.rates import ceiling_line
 
-COLUMNS = ("custom_id", "status", "tokens", "TTFT", "tok/s", "reply")
+COLUMNS = ("#", "prompt", "status", "tokens", "TTFT (s)", "tok/s", "reply", "custom_id")
 PREVIEW_CHARS = 80
+NUMERIC = (0, 3, 4, 5)
+RESULT_ROLE = Qt.ItemDataRole.UserRole
 
 
 def status_of(res: SlotResult) -> str:
@@ -40,12 +47,15 @@ def fmt_eta(s: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def progress_line(p) -> str:
-    """Throughput now and on average: the recent rate shows a pause or a chat turn at once."""
+def progress_line(p, counts: BatchCounts) -> str:
+    """Throughput now and on average (the recent rate shows a pause or a chat turn at once); the
+    queue and the failures are the table's own counts, the ETA their pace so far."""
     rate = f"{p.tok_s:.0f} tok/s" if p.tok_s else "– tok/s"
     avg = f" (avg {p.avg_tok_s:.0f})" if p.avg_tok_s else ""
     chat = f" · chat {p.online_busy}" if p.online_busy else ""
-    return (f"{rate}{avg} · ETA {fmt_eta(p.eta_s)} · {p.queued} queued · {p.failed} failed · "
+    left = counts.total - counts.done
+    eta = p.elapsed_s / counts.done * left if counts.done else None
+    return (f"{rate}{avg} · ETA {fmt_eta(eta)} · {counts.queued} queued · {counts.failed} failed · "
             f"{p.generated} tokens{chat}" + (" · paused" if p.paused else "") + ceiling_line(p))
 
 
@@ -64,6 +74,11 @@ def _num(v: float | None, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 
 
+def unread_line(custom_id: str, line: int, error: str) -> SlotResult:
+    """A line that could not be read: written to the output as an error, shown as one."""
+    return SlotResult(custom_id or f"line {line}", "", SlotStats(stop_reason="error", error=error), line)
+
+
 class ResultsTable(QTableWidget):
     result_opened = Signal(object)  # SlotResult
 
@@ -71,26 +86,45 @@ class ResultsTable(QTableWidget):
         super().__init__(0, len(COLUMNS), parent)
         self.setHorizontalHeaderLabels(COLUMNS)
         self.results: list[SlotResult] = []
+        self.prompts: dict[str, str] = {}  # custom_id -> the prompt, from the run's plan
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
-        self.horizontalHeaderItem(3).setToolTip("time to first token, from when the request was queued")
+        self.horizontalHeaderItem(0).setToolTip("the line of the input file")
+        self.horizontalHeaderItem(4).setToolTip("time to first token, from when the request was queued")
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setAlternatingRowColors(True)
         head = self.horizontalHeader()
-        for i in range(len(COLUMNS) - 1):
+        for i in range(len(COLUMNS)):
             head.setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)
-        head.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
-        self.cellDoubleClicked.connect(lambda row, _c: self.result_opened.emit(self.results[row]))
+        for i in (1, 6):  # prompt and reply share what is left
+            head.setSectionResizeMode(i, QHeaderView.ResizeMode.Stretch)
+        self.setSortingEnabled(True)
+        self.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        self.cellDoubleClicked.connect(lambda row, _c: self.result_opened.emit(self.result_at(row)))
+
+    def result_at(self, row: int) -> SlotResult:
+        return self.results[self.item(row, 0).data(RESULT_ROLE)]
+
+    def in_order(self) -> list[SlotResult]:
+        """The rows' results from top to bottom, as the table shows them."""
+        return [self.result_at(r) for r in range(self.rowCount())]
 
     def clear_results(self) -> None:
         self.results = []
+        self.prompts = {}
         self.setRowCount(0)
+
+    def plan(self, plan: BatchPlan) -> None:
+        """The run's lines: their prompts for the rows to come, and the unreadable ones now."""
+        self.prompts = {it.custom_id: it.prompt for it in plan.items}
+        self.add_results([unread_line(it.custom_id, it.line, it.error) for it in plan.items if it.error])
 
     def add_results(self, batch: list[SlotResult]) -> None:
         if not batch:
             return
         self.setUpdatesEnabled(False)
+        self.setSortingEnabled(False)  # rows filled whole, then placed by the sort
         try:
             row = self.rowCount()
             self.setRowCount(row + len(batch))
@@ -98,18 +132,33 @@ class ResultsTable(QTableWidget):
                 self.results.append(res)
                 st = res.stats
                 preview = (st.error or res.text).replace("\n", " ⏎ ")[:PREVIEW_CHARS]
-                cells = (res.custom_id, status_of(res), _count(st.completion_tokens),
-                         _num(st.ttft_from_queue_s, ".2f") + (" s" if st.ttft_from_queue_s else ""),
-                         _num(st.decode_tok_s, ".1f"), preview)
-                for col, text in enumerate(cells):
-                    item = QTableWidgetItem(text)
-                    if col in (2, 3, 4):
-                        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                prompt = self.prompts.get(res.custom_id, "")
+                cells = (res.line, prompt.replace("\n", " ⏎ ")[:PREVIEW_CHARS], status_of(res),
+                         st.completion_tokens, st.ttft_from_queue_s, st.decode_tok_s, preview, res.custom_id)
+                for col, value in enumerate(cells):
+                    item = _cell(col, value)
+                    if col == 0:
+                        item.setData(RESULT_ROLE, len(self.results) - 1)
+                    if col == 1:
+                        item.setToolTip(prompt[:2000])
                     self.setItem(row, col, item)
                 row += 1
         finally:
+            self.setSortingEnabled(True)
             self.setUpdatesEnabled(True)
-        self.scrollToBottom()
+
+
+def _cell(col: int, value) -> QTableWidgetItem:
+    """Numbers sort as numbers (a text "10" sorts before "9"), shown as the table always showed them."""
+    item = QTableWidgetItem()
+    if col in NUMERIC and value is not None:
+        shown = value if col in (0, 3) else round(value, 2 if col == 4 else 1)
+        item.setData(Qt.ItemDataRole.DisplayRole, shown)
+    else:
+        item.setText("not reported" if col == 3 else ("–" if value is None else str(value)))
+    if col in NUMERIC:
+        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return item
 
 
 class ResultDialog(QDialog):

@@ -27,12 +27,13 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.batch.backend import SlotBackend
 from app.batch.engine import DEFAULT_SLOT_CTX, BatchEngine
-from app.batch.types import RequestDone
+from app.batch.types import RequestDone, SlotRequest
 from app.batchfile.job import BatchJob
 from app.chat.routed import RoutedTurn
 from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
+from app.ui.batch.counts import BatchPlan, Planned
 from app.ui.threads import WorkerThread
 
 log = logging.getLogger("llamadesk.ui.batch")
@@ -59,9 +60,22 @@ class BatchSpec:
     slot_ctx: int = DEFAULT_SLOT_CTX
 
 
+def _prompt(req: SlotRequest | None) -> str:
+    """What a row shows of a request: its last user message (a chat body's question)."""
+    if req is None or not req.messages:
+        return ""
+    users = [m.content for m in req.messages if m.role == "user"]
+    return str(users[-1] if users else req.messages[-1].content)
+
+
+def plan_of(job: BatchJob) -> BatchPlan:
+    return BatchPlan([Planned(it.custom_id, it.line, _prompt(it.request), it.error) for it in job.todo],
+                     job.skipped)
+
+
 class BatchWorker(QObject):
     batch_event = Signal(object)  # BatchProgress / RequestStarted / RequestDone
-    started = Signal(int, int)  # requests to decode, skipped (already in the output)
+    started = Signal(object)  # BatchPlan: the lines to decode (ids, prompts), skipped ones
     finished = Signal(object)  # JobSummary
     failed = Signal(str)  # one line: bad input, no context
     chat_event = Signal(object, object)  # chat job id, engine event
@@ -75,9 +89,6 @@ class BatchWorker(QObject):
         self.cancelled = False
         self.accepting = False  # chat turns may be routed here
         self.online: dict[str, RoutedTurn] = {}
-        # The engine's counts include chat turns; the panel subtracts these to show the batch alone.
-        self.online_submitted = 0
-        self.online_finished = 0
 
     @Slot(object)
     def run(self, spec: BatchSpec) -> None:
@@ -95,7 +106,7 @@ class BatchWorker(QObject):
                 self.accepting = t.make_engine is None
                 if self.cancelled:
                     return
-            self.started.emit(len(job.todo), job.skipped)
+            self.started.emit(plan_of(job))
             summary = job.run(engine, t.name, self._sink)
             self._drain()
             self.finished.emit(summary)
@@ -149,10 +160,6 @@ class BatchWorker(QObject):
         if engine is not None:
             (engine.pause if on else engine.resume)()
 
-    def chat_counts(self) -> tuple[int, int]:
-        with self.lock:
-            return self.online_submitted, self.online_finished
-
     def route(self, job) -> bool:
         """Serve a chat turn (an engine_thread.Job) in the online slot; False: not running."""
         cid = f"chat-{next(_online_ids)}"
@@ -166,7 +173,6 @@ class BatchWorker(QObject):
             if not self.accepting or not isinstance(self.engine, BatchEngine):
                 return False
             self.online[cid] = turn
-            self.online_submitted += 1
             engine = self.engine
         turn.request_id, turn.stop = cid, engine.cancel_request  # the chat's Stop button
         # Registered first: from here the turn is answered, or failed by _fail_online.
@@ -176,8 +182,7 @@ class BatchWorker(QObject):
     # -- the batch thread ------------------------------------------------------
     def _online_end(self, cid: str, tell) -> None:
         with self.lock:
-            if self.online.pop(cid, None) is not None:
-                self.online_finished += 1
+            self.online.pop(cid, None)
         tell()
 
     def _online_done(self, ev: RequestDone) -> None:
