@@ -17,6 +17,7 @@ import sys
 
 from app import __version__, paths
 from app.errors import LlamaDeskError
+from app.ui.qt_args import split_qt_args
 
 # Subcommand modules under app.commands, in the order `--help` lists them.
 COMMANDS = ("ask", "models", "pull", "bench", "batch", "serve", "compare", "list", "export", "import_")
@@ -46,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp = mod.add_parser(sub)
         sp.set_defaults(_run=mod.run)
     return p
+
+
+def _command_names(parser: argparse.ArgumentParser) -> set[str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return set(sub.choices)
 
 
 def setup_logging() -> None:
@@ -145,8 +151,11 @@ def quiet_exit_on_closed_stdout() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     _usable_streams()
+    parser = build_parser()
+    # Qt's own options (-platform xcb, -style Fusion) go to the window's QApplication.
+    qt_args, argv = split_qt_args(sys.argv[1:] if argv is None else argv, _command_names(parser))
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit:  # --help, --version or a usage error: flush now, a closed pipe included
         with contextlib.suppress(BrokenPipeError):
             sys.stdout.flush()
@@ -159,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "_run", None) is None:
             from app.ui.main import run_window  # Qt only when the window is wanted
 
-            return run_window(model=args.model)
+            return run_window(model=args.model, qt_args=qt_args)
+        if qt_args:
+            return fail(f"{' '.join(qt_args)}: Qt's options are for the window, not for "
+                        f"`llamadesk {args.command}`")
         rc = args._run(args)
         sys.stdout.flush()  # here, not at interpreter exit, so a closed pipe is handled below
         return rc

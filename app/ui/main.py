@@ -14,15 +14,19 @@ or an ImportError traceback.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
 
 from app.ui import platform_check
+from app.ui.qt_args import platform_env
 
 
-def run_window(model: str | None = None) -> int:
-    problem = platform_check.check()
+def run_window(model: str | None = None, qt_args: list[str] | None = None) -> int:
+    """`qt_args`: Qt's own options from the command line (-platform xcb, -style Fusion...)."""
+    qt_args = qt_args or []
+    problem = platform_check.check(platform_env(qt_args, os.environ))
     if problem:
         print(f"llamadesk: error: {problem}", file=sys.stderr)
         return 2
@@ -34,7 +38,8 @@ def run_window(model: str | None = None) -> int:
     from app.ui.window import MainWindow
 
     existing = QApplication.instance()
-    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1] or ["llamadesk"])
+    argv0 = sys.argv[:1] or ["llamadesk"]
+    app = existing if isinstance(existing, QApplication) else QApplication([*argv0, *qt_args])
     app.setApplicationName("LlamaDesk")
     app.setApplicationDisplayName("LlamaDesk")
     app.setDesktopFileName("llamadesk")  # ties the window to packaging/llamadesk.desktop

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,50 @@ def test_llamadesk_without_display_exits_2_with_one_line(tmp_path):
     lines = out.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("llamadesk: error: the window cannot start: "), out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_qt_options_are_told_from_ours_and_only_before_a_command():
+    from app.ui.qt_args import platform_env, split_qt_args
+
+    commands = {"ask", "batch"}
+    assert split_qt_args(["-platform", "xcb", "--model", "m.gguf", "-reverse"], commands) == \
+        (["-platform", "xcb", "-reverse"], ["--model", "m.gguf"])
+    assert split_qt_args(["--style", "Fusion"], commands) == (["--style", "Fusion"], [])
+    # After a command everything is the command's: "-style" may be a prompt.
+    assert split_qt_args(["ask", "-style", "x"], commands) == ([], ["ask", "-style", "x"])
+    assert split_qt_args(["--model", "-reverse"], commands) == ([], ["--model", "-reverse"])
+    env = platform_env(["-platform", "offscreen"], {"QT_QPA_PLATFORM": "xcb"})
+    assert env["QT_QPA_PLATFORM"] == "offscreen"
+
+
+@pytest.mark.subprocess
+def test_llamadesk_passes_qt_options_to_qt(tmp_path, model_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
+    for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        env[var] = str(tmp_path / var.lower())
+    code = textwrap.dedent(f"""
+        import sys
+        from PySide6.QtCore import QTimer
+        from PySide6.QtWidgets import QApplication
+        import app.ui.window as w
+        shown = w.MainWindow.show
+        def show(self):
+            shown(self)
+            app = QApplication.instance()
+            def report():
+                with open({str(tmp_path / "seen.txt")!r}, "w") as f:
+                    f.write(f"{{app.platformName()}} {{app.style().name()}} {{app.isRightToLeft()}}")
+                self.close()
+            QTimer.singleShot(300, report)
+        w.MainWindow.show = show
+        from app.cli import main
+        sys.exit(main(["-platform", "offscreen", "-style", "windows", "-reverse",
+                       "--model", {str(model_path)!r}]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "seen.txt").read_text().split() == ["offscreen", "windows", "True"], out.stderr
+    refused = subprocess.run([sys.executable, "-m", "app", "-platform", "offscreen", "ask", "hi"], cwd=REPO,
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "Qt's options are for the window" in refused.stderr
