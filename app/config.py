@@ -32,6 +32,8 @@ RELOAD_FIELDS = ("n_ctx", "n_gpu_layers", "n_threads")
 
 
 PROMPT_FORMATS = ("chat", "transcript")
+# The window's colours: the desktop's (whatever Qt's platform gives), or Fusion's light or dark.
+THEMES = ("system", "light", "dark")
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class AppConfig:
     endpoints: list[dict] = field(default_factory=list)  # SavedEndpoint.from_json each
     active_endpoint: str | None = None  # base_url of the server in use; None: model_path, locally
     serve_port: int = 8765  # the window's own server (the Server panel), on 127.0.0.1
+    theme: str = "system"  # one of THEMES
 
     def saved_endpoints(self) -> list[SavedEndpoint]:
         return [SavedEndpoint.from_json(d) for d in self.endpoints]
@@ -121,6 +124,8 @@ class AppConfig:
             raise ValueError(f"threads must be 0 (auto) or more, got {self.n_threads}")
         if not 1024 <= self.serve_port <= 65535:
             raise ValueError(f"the server port must be 1024 to 65535, got {self.serve_port}")
+        if self.theme not in THEMES:
+            raise ValueError(f"the theme must be one of {', '.join(THEMES)}, got {self.theme!r}")
         self.generation().validate()
 
 
@@ -150,6 +155,8 @@ def _typed(name: str, value, default):
         return value if value is None or isinstance(value, str) else None
     if name == "endpoints":  # its entries are checked one by one in _read_values
         return value if isinstance(value, list) else None
+    if isinstance(default, str):
+        return value if isinstance(value, str) else None
     if isinstance(value, bool) or isinstance(default, bool):
         return value if isinstance(value, bool) and isinstance(default, bool) else None
     if isinstance(default, float):

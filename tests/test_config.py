@@ -67,3 +67,17 @@ def test_saved_servers_round_trip_and_a_bad_one_is_dropped_alone_and_named():
     assert len(again.config.saved_endpoints()) == 2  # the good ones kept
     assert len(again.problems) == 2 and all(p.startswith("saved endpoint") for p in again.problems)
     assert "scheme must be http or https" in again.problems[0] and "prompt_format" in again.problems[1]
+
+
+def test_the_theme_is_kept_and_an_unknown_one_is_reset_alone():
+    save_config(AppConfig(theme="dark", seed=3))
+    assert read_config().config.theme == "dark"
+    data = json.loads(default_path().read_text())
+    data.update(theme="purple")
+    default_path().write_text(json.dumps(data))
+    got = read_config()
+    assert got.config.theme == "system" and got.config.seed == 3
+    assert got.problems and got.problems[0].startswith("theme") and "light" in got.problems[0]
+    data.update(theme=7)
+    default_path().write_text(json.dumps(data))
+    assert read_config().config.theme == "system"

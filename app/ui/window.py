@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 from app.chat.engines import EngineTarget
 from app.chat.recorder import TurnRecorder
 from app.config import AppConfig, SavedEndpoint, read_config, save_config
+from app.ui import theme
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
 from app.ui.chat.composer import Composer
@@ -72,6 +73,7 @@ class MainWindow(QMainWindow):
             if got.message():
                 self._startup_notes.append(got.message())
         self.config = config
+        theme.apply(config.theme)
         self.model_path: str | None = model if model is not None else self.config.model_path
         self._closing = False
         self.loaded: Loaded | None = None  # the loaded model: report, identity, weights handle
@@ -279,6 +281,7 @@ class MainWindow(QMainWindow):
         reload = self.config.needs_reload(cfg)
         self.config = cfg
         self._save()
+        theme.apply(cfg.theme)  # the transcript redraws itself on the palette change
         if reload:
             names = {"n_ctx": "context length", "n_gpu_layers": "GPU layers", "n_threads": "threads"}
             what = ", ".join(names[f] for f in reload)

@@ -69,6 +69,8 @@ class ChatFlow(QObject):
         bridge.reply_event.connect(self._on_event)
         bridge.replied.connect(self._on_replied)
         bridge.failed.connect(self._on_failed)
+        self._restyle = False  # the colours changed while a reply ran: redraw once it ends
+        view.restyled.connect(self.rerender)
         composer.send_clicked.connect(self.send)
         composer.stop_clicked.connect(self.stop)
 
@@ -146,8 +148,9 @@ class ChatFlow(QObject):
         self._refresh_gauges()
 
     def rerender(self) -> None:
-        """Draw the conversation again (a new theme's colours); a reply in progress is left to
-        finish in the old ones, its frame drawn anew with the next conversation shown."""
+        """Draw the conversation again in the palette's new colours (a theme chosen in the
+        settings, or the desktop's); a reply in progress finishes first."""
+        self._restyle = self.busy
         if not self.busy:
             self.view.show_conversation(self.conversation.messages)
 
@@ -283,6 +286,8 @@ class ChatFlow(QObject):
         self.composer.set_busy(False)
         self._refresh_gauges()
         self.busy_changed.emit(False)
+        if self._restyle:
+            self.rerender()
 
     def shutdown(self) -> None:
         """Closing mid-reply keeps the text so far, sealed as interrupted."""

@@ -33,12 +33,29 @@ PARAGRAPH_MARGIN = 12  # QTextDocument's margin above a <p>
 
 
 def theme_from(pal: QPalette) -> Theme:
+    """The transcript's colours from the palette. A dark palette's link may be Qt's default dark
+    blue (a desktop's dark theme that sets no link colour): it is lightened until it reads on
+    the code box's dark grey, where the Copy link sits."""
     base = pal.color(QPalette.ColorRole.Base)
     dark = base.lightness() < 128
     code = base.lighter(135) if dark else base.darker(106)
     muted = pal.color(QPalette.ColorRole.PlaceholderText)
-    return Theme(dark=dark, code_bg=code.name(), muted=muted.name(),
-                 link=pal.color(QPalette.ColorRole.Link).name())
+    link = readable(pal.color(QPalette.ColorRole.Link), code) if dark else pal.color(QPalette.ColorRole.Link)
+    return Theme(dark=dark, code_bg=code.name(), muted=muted.name(), link=link.name())
+
+
+def _luminance(c: QColor) -> float:
+    ch = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+          for v in (c.redF(), c.greenF(), c.blueF())]
+    return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+
+
+def readable(color: QColor, bg: QColor, ratio: float = 4.5) -> QColor:
+    """`color`, lightened in its own hue until it has WCAG's `ratio` of contrast on a dark `bg`."""
+    out = QColor(color)
+    while (_luminance(out) + 0.05) / (_luminance(bg) + 0.05) < ratio and out.lightness() < 245:
+        out = QColor.fromHsl(max(out.hslHue(), 0), out.hslSaturation(), min(out.lightness() + 10, 245))
+    return out
 
 
 def frame_format(pal: QPalette, theme: Theme, role: str, out_of_context: bool) -> QTextFrameFormat:

@@ -82,9 +82,9 @@ class _Bar(QWidget):
 
 
 def track(pal: QPalette) -> QColor:
-    """A bar's empty part: 10% of the text colour over the base, visible in light and dark."""
+    """A bar's empty part: 15% of the text colour over the base, visible in light and dark."""
     base, text = pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text)
-    mix = 0.10
+    mix = 0.15
     return QColor.fromRgbF(*(b + (t - b) * mix for b, t in ((base.redF(), text.redF()),
                                                           (base.greenF(), text.greenF()),
                                                           (base.blueF(), text.blueF()))))

@@ -57,6 +57,7 @@ CODE_PLACEHOLDER = "\u200b"  # stands in an open code box's cell until its text 
 
 class ChatView(QTextBrowser):
     copied = Signal(str)
+    restyled = Signal()  # the palette changed: what is drawn holds the old colours
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -104,7 +105,10 @@ class ChatView(QTextBrowser):
     def changeEvent(self, ev) -> None:
         super().changeEvent(ev)
         if ev.type() == ev.Type.PaletteChange:
-            self.renderer.theme = theme_from(self.palette())
+            new = theme_from(self.palette())
+            if new != self.renderer.theme:
+                self.renderer.theme = new
+                self.restyled.emit()
 
     def _frame_format(self, msg: LiveMessage) -> QTextFrameFormat:
         return frame_format(self.palette(), self.renderer.theme, msg.role, msg.out_of_context)

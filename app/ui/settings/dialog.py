@@ -2,15 +2,21 @@
 
 Sampling settings apply to the next reply. Context length, GPU layers and
 threads are fixed when llama.cpp builds its context, so the window says a
-reload is needed instead of pretending they took effect.
+reload is needed instead of pretending they took effect. Every setting says
+what it does in plain words, a line under it and more on hover, because
+"Top-p" or "Min-p" mean nothing to someone who has not read a sampling
+paper; GPU layers is greyed out on a llama.cpp build that cannot offload,
+which the Hardware section below says, rather than offered and ignored.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -20,14 +26,65 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from app.config import AppConfig
-from app.engine import prompt_cache
+from app.config import THEMES, AppConfig
+from app.engine import backend, prompt_cache
 from app.engine.prompt import TranscriptFormat
 from app.ui.settings.hardware import HardwarePanel
+
+# (label, what it does in a line, more on hover)
+HINTS = {
+    "Context length": ("How much text the model keeps in view, in tokens: the chat so far plus the "
+                       "reply.", "Longer remembers more of the conversation and needs more memory; "
+                       "older messages are left out when it is full (they are marked)."),
+    "GPU layers": ("How many of the model's layers run on the GPU (all: every one that fits).",
+                   "The rest run on the CPU. 0 keeps the whole model on the CPU."),
+    "Threads": ("CPU cores used; auto leaves one free so the window stays smooth.",
+                "auto: prefill on every core, decode on all but one, so the window keeps a core to "
+                "paint with (decode is bound by memory, not cores). A number sets both."),
+    "Temperature": ("How adventurous the wording is: 0 always takes the likeliest word.",
+                    "Higher values pick less likely words more often: more varied, less predictable."),
+    "Top-p": ("Choose only among the likeliest words that together cover this share.",
+              "0.95: the long tail of unlikely words making up the last 5% is never picked. 1: off."),
+    "Top-k": ("Choose only among this many likeliest words.", "off: no limit on the number of words."),
+    "Min-p": ("Skip words far less likely than the best one.",
+              "0.05: a word under 5% of the likeliest word's chance is never picked. 0: off."),
+    "Repeat penalty": ("Above 1, words used recently become less likely.",
+                       "Helps a model that loops on the same phrase; too high and it avoids words it "
+                       "needs."),
+    "Seed": ("random: a new draw each reply; a number gives the same reply to the same prompt.",
+             "With a fixed seed and the same settings, a reply can be reproduced."),
+    "Max tokens": ("The longest a reply may get, in tokens (a token is about ¾ of a word).",
+                   "The reply stops there even mid-sentence; the footer then says 'max tokens reached'."),
+    "DRY": ("Discourages repeating a run of earlier text, the prompt included.",
+            "DRY: penalizes repeating a run of earlier text, the prompt included. off: 0."),
+    "Appearance": ("The window's colours: Light, Dark, or the desktop's (System).",
+                   "Applied at once to every window."),
+}
+THEME_LABELS = {"system": "System", "light": "Light", "dark": "Dark"}
+
+
+def _hinted(widget: QWidget, hint: str, tip: str) -> QWidget:
+    """The field with its one-line hint under it, muted; both say more on hover."""
+    box = QWidget()
+    col = QVBoxLayout(box)
+    col.setContentsMargins(0, 0, 0, 2)
+    col.setSpacing(0)
+    col.addWidget(widget)
+    line = QLabel(hint)
+    line.setWordWrap(True)
+    line.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+    small = line.font()
+    small.setPointSizeF(small.pointSizeF() * 0.9)
+    line.setFont(small)
+    col.addWidget(line)
+    for w in (widget, line):
+        w.setToolTip(tip)
+    return box
 
 
 def _spin(lo: int, hi: int, value: int, special: str = "") -> QSpinBox:
@@ -57,9 +114,13 @@ class SettingsDialog(QDialog):
         self.n_ctx.setSingleStep(256)
         self.gpu_layers = _spin(-1, 999, cfg.n_gpu_layers, "all")
         self.threads = _spin(0, 512, cfg.n_threads, "auto")
-        self.threads.setToolTip("auto: prefill on every core, decode on all but one, so the window keeps "
-                                "a core to paint with (decode is bound by memory, not cores). A number "
-                                "sets both.")
+        offload = report.gpu_offload_supported if report is not None else backend.gpu_offload_supported()
+        if not offload:  # a CPU build: the setting would be ignored, so it is not offered
+            self.gpu_layers.setEnabled(False)
+        self.theme = QComboBox()
+        for key in THEMES:
+            self.theme.addItem(THEME_LABELS[key], key)
+        self.theme.setCurrentIndex(THEMES.index(cfg.theme))
         self.temperature = _dspin(0, 5, cfg.temperature, 0.05)
         self.top_p = _dspin(0.01, 1, cfg.top_p, 0.01)
         self.top_k = _spin(0, 1000, cfg.top_k, "off")
@@ -69,7 +130,6 @@ class SettingsDialog(QDialog):
         self.max_tokens = _spin(1, 1 << 20, cfg.max_tokens)
         self.dry = _dspin(0, 5, cfg.dry_multiplier, 0.1)
         self.dry.setSpecialValueText("off")
-        self.dry.setToolTip("DRY: penalizes repeating a run of earlier text, the prompt included")
         self.preamble = QCheckBox("Frame models without a chat template with this preamble")
         self.preamble.setChecked(cfg.preamble)
         self.preamble_text = QPlainTextEdit(TranscriptFormat.preamble_text())
@@ -79,41 +139,54 @@ class SettingsDialog(QDialog):
                                       "sentence. Models with a chat template get their template only.")
         self.preamble.toggled.connect(self.preamble_text.setEnabled)
         self.preamble_text.setEnabled(cfg.preamble)
-        form = QFormLayout()
-        note = QLabel("<i>Changing these reloads the model:</i>")
-        form.addRow(note)
-        for label, w in (("Context length", self.n_ctx), ("GPU layers", self.gpu_layers),
-                         ("Threads", self.threads)):
-            form.addRow(label, w)
-        form.addRow(QLabel("<i>Applied to the next reply:</i>"))
+        gpu_hint = HINTS["GPU layers"] if offload else (
+            "Not used: this llama.cpp build runs on the CPU only (see Hardware below).",
+            "A llama.cpp built with CUDA, Metal or Vulkan can run layers on a GPU.")
+        replies = QFormLayout()
+        replies.addRow(QLabel("<i>Applied to the next reply.</i>"))
         sampling: tuple[tuple[str, QWidget], ...] = (
             ("Temperature", self.temperature), ("Top-p", self.top_p), ("Top-k", self.top_k),
             ("Min-p", self.min_p), ("Repeat penalty", self.repeat_penalty), ("Seed", self.seed),
             ("Max tokens", self.max_tokens), ("DRY", self.dry))
         for label, field_widget in sampling:
-            form.addRow(label, field_widget)
-        form.addRow(self.preamble)
-        form.addRow(self.preamble_text)
+            replies.addRow(label, _hinted(field_widget, *HINTS[label]))
+        model = QFormLayout()
+        model.addRow(QLabel("<i>Changing these reloads the model.</i>"))
+        for label, w in (("Context length", self.n_ctx), ("GPU layers", self.gpu_layers),
+                         ("Threads", self.threads)):
+            model.addRow(label, _hinted(w, *(gpu_hint if label == "GPU layers" else HINTS[label])))
+        self.hardware = HardwarePanel(report)  # read-only: where the loaded model runs
+        model.addRow(self.hardware)
+        prompt = QFormLayout()
+        prompt.addRow(self.preamble)
+        prompt.addRow(self.preamble_text)
         self.cache_label = QLabel()
+        self.cache_label.setWordWrap(True)
         self.clear_cache_button = QPushButton("Clear")
         self.clear_cache_button.setToolTip("Delete the saved prompt prefixes (rebuilt as chats start)")
         self.clear_cache_button.clicked.connect(self.clear_prompt_cache)
         cache_row = QHBoxLayout()
         cache_row.addWidget(self.cache_label, 1)
         cache_row.addWidget(self.clear_cache_button)
-        form.addRow("Prompt cache", cache_row)
+        prompt.addRow("Prompt cache", cache_row)
         self._show_cache()
+        look = QFormLayout()
+        look.addRow("Appearance", _hinted(self.theme, *HINTS["Appearance"]))
+        self.tabs = QTabWidget()  # one screenful each, so the dialog fits a 600-pixel-high screen
+        for title, form in (("Replies", replies), ("Model", model), ("Prompt", prompt), ("Appearance", look)):
+            page = QWidget()
+            page.setLayout(form)
+            self.tabs.addTab(page, title)
         self.error = QLabel()
         self.error.setStyleSheet("color: #c0392b;")
+        self.error.setWordWrap(True)
         self.error.hide()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        self.hardware = HardwarePanel(report)  # read-only: where the loaded model runs
-        lay.addWidget(self.hardware)
+        lay.addWidget(self.tabs)
         lay.addWidget(self.error)
         lay.addWidget(buttons)
         self.result_config: AppConfig | None = None
@@ -125,7 +198,7 @@ class SettingsDialog(QDialog):
             top_p=self.top_p.value(), top_k=self.top_k.value(), min_p=self.min_p.value(),
             repeat_penalty=self.repeat_penalty.value(), seed=self.seed.value(),
             max_tokens=self.max_tokens.value(), dry_multiplier=self.dry.value(),
-            preamble=self.preamble.isChecked(),
+            preamble=self.preamble.isChecked(), theme=self.theme.currentData(),
         )
 
     def _show_cache(self) -> None:
