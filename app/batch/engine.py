@@ -208,7 +208,7 @@ class BatchEngine:
         now = time.perf_counter()
         st = SlotStats(stop_reason=stop_reason, online=req.online, queued_at=queued - self.t0,
                        finished_at=now - self.t0, total_s=now - queued, error=error, error_kind=kind)
-        return SlotResult(req.custom_id, "", st, req.line)
+        return SlotResult(req.custom_id, "", st, req.line, req.reply_as)
 
     def _start(self, seq: int, req: SlotRequest, prepared: Prepared, queued: float) -> Slot:
         toks, stop = prepared

@@ -116,7 +116,7 @@ class Slot:
         )
         if self.req.on_event is not None:
             self._emit(Finished(text, self.reply_stats(st, now)))
-        return SlotResult(self.req.custom_id, text, st, self.req.line)
+        return SlotResult(self.req.custom_id, text, st, self.req.line, self.req.reply_as)
 
     def reply_stats(self, st: SlotStats, now: float) -> ReplyStats:
         """The chat gauges' record. Batched compute is shared, so these are wall times."""

@@ -40,6 +40,9 @@ class SlotRequest:
     on_event: Callable[[Event], None] | None = None
     online: bool = False  # set by submit_online(): takes the next free slot first
     line: int | None = None  # input line number, for error records
+    # How the client reads the reply (app.openai_compat's tool-call format, say); the engine
+    # only hands it on to the result, so whoever writes the answer knows its shape.
+    reply_as: object = None
 
 
 @dataclass
@@ -78,6 +81,7 @@ class SlotResult:
     text: str
     stats: SlotStats
     line: int | None = None
+    reply_as: object = None  # the request's own, handed on
 
     @property
     def ok(self) -> bool:

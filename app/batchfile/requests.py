@@ -32,10 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.batch.types import SlotRequest
-from app.batchfile.fields import is_text, messages, settings_from_body, show
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
+from app.openai_compat.errors import RequestError
+from app.openai_compat.fields import is_text, show
+from app.openai_compat.params import parse
 
 CHAT_URL = "/v1/chat/completions"
 AUTO = "#"  # automatic ids start with it; user ids may not
@@ -51,6 +53,7 @@ class InputItem:
     custom_id: str
     request: SlotRequest | None = None
     error: str | None = None  # this line becomes an error record
+    model: str | None = None  # the body's own "model", if it named one
     digest: str = ""  # SHA-256 of the line's stripped text: what the journal knows it by
 
 
@@ -148,8 +151,16 @@ def _parse_json_line(line: int, s: str, defaults: GenerationSettings) -> InputIt
         body = obj.get("body")
         if not isinstance(body, dict):
             raise ValueError("body must be an object")
-        item.request = SlotRequest(cid, messages(body.get("messages")), settings_from_body(body, defaults),
-                                    line=line)
+        # Exactly the online request's checks: a parameter that cannot be honoured is this line's
+        # error record, never answered as if it were not there. The model is the runner's to
+        # check (a batch file names none for the window; the Batch API knows its model).
+        p = parse({"model": "-", **body}, "chat", defaults)
+        if p.stream:
+            raise RequestError(400, "a batch line cannot stream: its answer is written whole", "stream")
+        item.model = body.get("model")
+        item.request = SlotRequest(cid, p.messages or [], p.settings, line=line, reply_as=p.tools)
+    except RequestError as e:
+        item.error = f"line {line}: {e.param + ': ' if e.param and e.param not in e.message else ''}{e}"
     except ValueError as e:
         item.error = f"line {line}: {e}"
     return item

@@ -23,6 +23,8 @@ from pathlib import Path
 from app.batch.types import SlotResult, SlotStats
 from app.batchfile.requests import InputItem
 from app.errors import LlamaDeskError
+from app.openai_compat.answer import assistant_message
+from app.openai_compat.tools import ToolCalls
 
 INVALID = "invalid_request"
 
@@ -119,13 +121,14 @@ def output_record(res: SlotResult, model_name: str) -> dict:
         rec["response"] = None
         rec["error"] = {"code": st.error_kind or "generation_failed", "message": st.error}
     else:
+        tools = res.reply_as if isinstance(res.reply_as, ToolCalls) else None
+        message, finish = assistant_message(res.text, tools, st.stop_reason)
         body = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": res.text},
-                         "finish_reason": "length" if st.stop_reason == "length" else "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.completion_tokens,
                       "total_tokens": (None if st.prompt_tokens is None or st.completion_tokens is None
                                        else st.prompt_tokens + st.completion_tokens),

@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 import threading
+from dataclasses import replace
+from pathlib import Path
 
 from app.chat.engines import open_engine
 from app.chat.recorder import TurnRecorder, record_turn
@@ -28,6 +30,7 @@ from app.commands.common import (
 from app.engine.control import CancelToken
 from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
+from app.engine.grammar import Constraint, compile_grammar
 from app.history.store import Store
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
@@ -44,6 +47,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--continue", dest="continue_id", type=int, default=None, metavar="ID",
                    help="continue conversation ID (see `llamadesk list`) with its history and system prompt")
     p.add_argument("--no-save", action="store_true", help="do not record this exchange in the history")
+    g = p.add_argument_group("reply format (the reply is held to it while it is decoded)")
+    fmt = g.add_mutually_exclusive_group()
+    fmt.add_argument("--schema", metavar="FILE|JSON", help="a JSON schema the reply must be valid against: "
+                                                           "a file, or the schema itself")
+    fmt.add_argument("--json-object", action="store_true", help="any JSON object")
+    fmt.add_argument("--grammar", metavar="FILE", help="a GBNF grammar the reply must match")
     add_model_args(p)
     add_endpoint_args(p)
     add_sampling_args(p)
@@ -80,10 +89,41 @@ def generate_interruptibly(work):
     return box["result"]
 
 
+def reply_constraint(args: argparse.Namespace) -> Constraint | None:
+    """--schema, --json-object or --grammar as a constraint, compiled now: one that cannot be
+    enforced is refused before the model loads."""
+    if args.json_object:
+        c = Constraint.any_json()
+    elif args.schema is not None:
+        text = args.schema.strip()
+        if not text.startswith(("{", "true", "false")):
+            text = _read(args.schema, "--schema")
+        try:
+            schema = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"--schema {args.schema}: not a JSON schema ({e})") from None
+        if not isinstance(schema, dict | bool):
+            raise ValueError(f"--schema {args.schema}: a JSON schema is an object")
+        c = Constraint.json_schema(schema)
+    elif args.grammar is not None:
+        c = Constraint("gbnf", _read(args.grammar, "--grammar"))
+    else:
+        return None
+    compile_grammar(c)
+    return c
+
+
+def _read(path: str, flag: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{flag} {path}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
-    settings = sampling(args)
+    settings = replace(sampling(args), constraint=reply_constraint(args))
     endpoint = endpoint_from_args(args)  # a bad URL or key is refused before anything opens
     store = None
     if not args.no_save or args.continue_id is not None:

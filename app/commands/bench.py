@@ -42,6 +42,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     mode.add_argument("--serve", action="store_true",
                       help="`llamadesk serve` under 1, 4, 8 and 16 streaming clients against llama.cpp's "
                            "llama-server (same model, slots and context), and online TTFT during a batch")
+    mode.add_argument("--structured", action="store_true",
+                      help="replies held to 44 JSON schemas: valid share, mask and compile time, decode "
+                           "ratio, LlamaDesk's LLGuidance path against llama.cpp's GBNF in the same run")
     mode.add_argument("--fit", action="store_true",
                       help="predicted (app.hub.fit, from the header) against measured resident memory after "
                            "load, for the model and a llama-quantize Q8_0 copy at 2048 and 16384 tokens")
@@ -76,11 +79,16 @@ def _bench(args: argparse.Namespace) -> dict:
     check_range("--rounds", args.rounds, 1, 1000)
     endpoint = endpoint_from_args(args)
     if endpoint is not None:
-        if args.store or args.batch or args.quality or args.cold_start or args.gui or args.serve or args.fit:
+        if (args.store or args.batch or args.quality or args.cold_start or args.gui or args.serve or args.fit
+                or args.structured):
             raise ValueError("--endpoint measures the server on its own: give no other benchmark mode")
         from app.bench.remote import run_remote_bench
 
         return run_remote_bench(endpoint, args.remote_model, args.remote_format, args.tokens, args.rounds)
+    if args.structured:
+        from app.bench.structured import run_structured_bench
+
+        return run_structured_bench(args.model, load_options(args))
     if args.fit:
         from app.bench.fit import run_fit_bench
 

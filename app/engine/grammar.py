@@ -16,6 +16,13 @@ the probability it had; a refused one is redrawn from the masked rows).
 
 A constraint the engine cannot enforce is refused before decoding starts,
 naming the construct (GrammarError), never answered unconstrained.
+
+JSON grammars leave a number's digits unbounded, and a small model that
+starts "1000" can write zeros until max_tokens cuts the reply into invalid
+JSON. A run of digits in a JSON reply is therefore held to MAX_DIGIT_RUN
+(far past what a double or any id needs): past it, digit tokens are refused
+wherever the grammar allows something else, so the number ends and the
+reply stays valid.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import llama_cpp
 import numpy as np
 
 from app.engine.errors import EngineError
@@ -43,7 +51,8 @@ ANY_OBJECT = {"type": "object"}
 # object can fill its whole budget with newlines (seen with the bundled 270M model).
 JSON_OPTIONS: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ", ",
                                     "key_separator": ": "}
-_COMPILED_MAX = 128  # distinct grammars kept compiled (a server's clients reuse a few schemas)
+_COMPILED_MAX = 128
+MAX_DIGIT_RUN = 24  # distinct grammars kept compiled (a server's clients reuse a few schemas)
 
 
 class GrammarError(EngineError):
@@ -59,7 +68,8 @@ class Constraint:
 
     @classmethod
     def json_schema(cls, schema: dict | bool) -> Constraint:
-        return cls("json_schema", json.dumps(schema, sort_keys=True, ensure_ascii=False))
+        # Keys in the schema's own order: LLGuidance writes properties in that order.
+        return cls("json_schema", json.dumps(schema, ensure_ascii=False))
 
     @classmethod
     def any_json(cls) -> Constraint:
@@ -146,6 +156,34 @@ def tokenizer_for(vocab) -> LLTokenizer:
         return tok
 
 
+class _Digits:
+    """Which tokens of a vocabulary are digits only, and how many trailing digits each piece
+    ends with; built once per model (a scan of its pieces) for the digit-run cap."""
+
+    def __init__(self, vocab, n_vocab: int):
+        buf = ctypes.create_string_buffer(256)
+        only = np.zeros(n_vocab, dtype=bool)
+        trailing = np.zeros(n_vocab, dtype=np.int16)
+        for t in range(n_vocab):
+            n = llama_cpp.llama_token_to_piece(vocab, t, buf, 256, 0, False)
+            piece = buf.raw[:max(n, 0)]
+            stripped = piece.rstrip(b"0123456789")
+            trailing[t] = len(piece) - len(stripped)
+            only[t] = bool(piece) and not stripped
+        self.only, self.trailing = only, trailing
+
+
+_digits: dict[int, _Digits] = {}
+
+
+def _digits_for(vocab, n_vocab: int) -> _Digits:
+    key = ctypes.cast(vocab, ctypes.c_void_p).value or 0
+    with _tok_lock:
+        if key not in _digits:
+            _digits[key] = _Digits(vocab, n_vocab)
+        return _digits[key]
+
+
 class GrammarMatcher:
     """One reply's position in its grammar, and the time spent keeping to it."""
 
@@ -158,13 +196,20 @@ class GrammarMatcher:
             raise GrammarError(f"the {_what(c)} cannot be enforced: {_one_line(self.matcher.get_error())}")
         self.n_vocab = n_vocab
         self._mask = np.zeros((n_vocab + 31) // 32, dtype=np.int32)
+        self.digits = _digits_for(vocab, n_vocab) if c.kind in ("json_schema", "json_object") else None
+        self.run = 0  # digits at the end of the reply so far
         self.seconds = 0.0  # checking, masking and consuming, over the reply
         self.masked = 0  # tokens the grammar refused and that were drawn again
         self.tokens = 0
 
+    def _capped(self) -> bool:
+        return self.digits is not None and self.run >= MAX_DIGIT_RUN
+
     def allows(self, tok: int) -> bool:
         t = time.perf_counter()
         ok = self.matcher.validate_tokens([tok]) == 1
+        if ok and self._capped() and self.digits is not None and self.digits.only[tok]:
+            ok = False
         self.seconds += time.perf_counter() - t
         return ok
 
@@ -172,8 +217,12 @@ class GrammarMatcher:
         """Set every refused token's logit in `row` (the context's own buffer) to -inf."""
         t = time.perf_counter()
         self.matcher.unsafe_compute_mask_ptr(self._mask.ctypes.data, self._mask.nbytes)
-        allowed = np.unpackbits(self._mask.view(np.uint8), bitorder="little")[: self.n_vocab]
-        row[allowed == 0] = -np.inf
+        allowed = np.unpackbits(self._mask.view(np.uint8), bitorder="little")[: self.n_vocab].astype(bool)
+        if self._capped() and self.digits is not None:
+            ended = allowed & ~self.digits.only
+            if ended.any():  # where only digits may follow, the grammar's own rule wins
+                allowed = ended
+        row[~allowed] = -np.inf
         self.masked += 1
         self.seconds += time.perf_counter() - t
 
@@ -181,6 +230,9 @@ class GrammarMatcher:
         t = time.perf_counter()
         if not self.matcher.consume_token(tok):
             raise GrammarError(f"the grammar refused a token it had allowed ({self.matcher.get_error()})")
+        if self.digits is not None:
+            tail = int(self.digits.trailing[tok])
+            self.run = self.run + tail if self.digits.only[tok] else tail
         self.tokens += 1
         self.seconds += time.perf_counter() - t
 

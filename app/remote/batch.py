@@ -22,7 +22,7 @@ from app.engine.control import CancelToken
 from app.engine.prompt import TranscriptFormat
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
-from app.remote.errors import RemoteError
+from app.remote.errors import EndpointConfigError, RemoteError
 from app.remote.server import ServerInfo
 from app.remote.stream import request_for, stream_reply
 
@@ -92,17 +92,19 @@ class RemoteBatchEngine:
             state["busy"] += 1
         try:
             if self._cancel.is_set():
-                return SlotResult(req.custom_id, "", SlotStats(stop_reason="cancelled"), req.line)
+                return SlotResult(req.custom_id, "", SlotStats(stop_reason="cancelled"), req.line,
+                                  req.reply_as)
             if req.prompt_tokens is not None:
                 raise RemoteError(self.endpoint.base_url, "a pre-tokenized prompt cannot be sent to a server")
             path, body = request_for(self.info.kind, self.model, req.messages, req.settings, self.format)
             text, st = stream_reply(self.http, self.endpoint, self.info, path, body, cancel=self._cancel)
             return SlotResult(req.custom_id, text.strip() if self.format else text,
-                               _batch_stats(st, queued), req.line)
-        except RemoteError as e:
-            failed = SlotStats(stop_reason="error", error=e.reason, error_kind="remote_error",
+                              _batch_stats(st, queued), req.line, req.reply_as)
+        except (RemoteError, EndpointConfigError) as e:
+            reason = e.reason if isinstance(e, RemoteError) else str(e)
+            failed = SlotStats(stop_reason="error", error=reason, error_kind="remote_error",
                                queued_at=queued)
-            return SlotResult(req.custom_id, "", failed, req.line)
+            return SlotResult(req.custom_id, "", failed, req.line, req.reply_as)
         finally:
             with self._lock:
                 state["busy"] -= 1

@@ -10,6 +10,7 @@ failure in `stats.error`, exactly as a local decode error does.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -19,11 +20,12 @@ from httpx_sse import EventSource, SSEError
 
 from app.engine.control import EventSink
 from app.engine.events import Finished, FirstToken, TextDelta
+from app.engine.grammar import Constraint
 from app.engine.prompt import TranscriptFormat, reply_stops
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
-from app.remote.errors import RemoteError
+from app.remote.errors import EndpointConfigError, RemoteError
 from app.remote.http import MALFORMED, Notice, open_stream, parse_data, transport_reason
 from app.remote.server import LLAMA_CPP_KINDS, VLLM, ServerInfo
 
@@ -45,7 +47,23 @@ def _sampling(kind: str, s: GenerationSettings, stop: tuple[str, ...]) -> dict:
         body["repeat_penalty" if kind in LLAMA_CPP_KINDS else "repetition_penalty"] = s.repeat_penalty
         if s.ignore_eos:
             body["ignore_eos"] = True
+    body.update(_constraint(kind, s.constraint))
     return body
+
+
+def _constraint(kind: str, c: Constraint | None) -> dict:
+    """The reply's constraint as the server takes it: a JSON schema as OpenAI's response_format
+    (every OpenAI-compatible server here reads it), a GBNF grammar as llama.cpp's `grammar`. One the
+    server cannot take is refused, never sent off to be answered unconstrained."""
+    if c is None:
+        return {}
+    if c.kind in ("json_schema", "json_object"):
+        return {"response_format": {"type": "json_schema", "json_schema": {
+            "name": "reply", "schema": json.loads(c.source), "strict": True}}}
+    if c.kind == "gbnf" and kind in LLAMA_CPP_KINDS:
+        return {"grammar": c.source}
+    raise EndpointConfigError(f"a {kind} server cannot be held to a {c.kind} constraint here; "
+                              "give a JSON schema instead")
 
 
 def chat_body(kind: str, model: str, messages: list[dict], s: GenerationSettings) -> dict:

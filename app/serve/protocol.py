@@ -14,10 +14,10 @@ import time
 from typing import Literal, NotRequired, TypedDict
 
 from app.batch.types import SlotStats
+from app.openai_compat.answer import FINISH, assistant_message
+from app.openai_compat.tools import ToolCalls
 
 Kind = Literal["chat", "completion"]
-# OpenAI has no finish_reason for an error or a cancel; an answer cut short by one reads "stop".
-FINISH = {"stop": "stop", "length": "length", "error": "stop", "cancelled": "stop"}
 
 
 class PromptTokensDetails(TypedDict):
@@ -43,9 +43,21 @@ class Timings(TypedDict):
     predicted_per_second: float | None
 
 
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCall(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
 class AssistantMessage(TypedDict):
     role: Literal["assistant"]
-    content: str
+    content: str | None
+    tool_calls: NotRequired[list[ToolCall]]
 
 
 class ChatChoice(TypedDict):
@@ -63,9 +75,17 @@ class TextChoice(TypedDict):
     finish_reason: str | None
 
 
+class ToolCallDelta(TypedDict, total=False):
+    index: int
+    id: str
+    type: Literal["function"]
+    function: dict  # {"name", "arguments"}: the first delta names it, later ones add arguments
+
+
 class ChatDelta(TypedDict, total=False):
     role: Literal["assistant"]
     content: str
+    tool_calls: list[ToolCallDelta]
 
 
 class ChatChunkChoice(TypedDict):
@@ -229,14 +249,15 @@ def completion_id(kind: Kind, hex24: str) -> str:
     return f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{hex24}"
 
 
-def completion(kind: Kind, ident: str, model: str, text: str,
-               st: SlotStats) -> ChatCompletion | TextCompletion:
-    """The whole answer of a request that did not stream."""
+def completion(kind: Kind, ident: str, model: str, text: str, st: SlotStats,
+               tools: ToolCalls | None = None) -> ChatCompletion | TextCompletion:
+    """The whole answer of a request that did not stream; with `tools`, read as tool calls."""
     finish = FINISH.get(st.stop_reason, "stop")
     if kind == "chat":
+        message, finish = assistant_message(text, tools, st.stop_reason)
         chat: ChatCompletion = {
             "id": ident, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+            "choices": [{"index": 0, "message": message,  # type: ignore[typeddict-item]
                          "finish_reason": finish}],
             "usage": usage(st), "timings": timings(st)}
         return chat
@@ -263,10 +284,29 @@ def chunk(kind: Kind, ident: str, model: str, piece: str | None, finish: str | N
     return plain
 
 
-def finish_chunk(kind: Kind, ident: str, model: str, st: SlotStats) -> Chunk:
-    last = chunk(kind, ident, model, None, FINISH.get(st.stop_reason, "stop"))
+def finish_chunk(kind: Kind, ident: str, model: str, st: SlotStats, finish: str | None = None) -> Chunk:
+    last = chunk(kind, ident, model, None, finish or FINISH.get(st.stop_reason, "stop"))
     last["timings"] = timings(st)
     return last
+
+
+def tool_reply_chunks(ident: str, model: str, text: str, tools: ToolCalls,
+                      st: SlotStats) -> tuple[list[ChatCompletionChunk], str]:
+    """A tool-format reply streamed as OpenAI streams one: the content, or per call a delta naming
+    it and one carrying its arguments; and the finish_reason for the last chunk."""
+    message, finish = assistant_message(text, tools, st.stop_reason)
+
+    def one(delta: ChatDelta) -> ChatCompletionChunk:
+        return {"id": ident, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+    out = [one({"content": message["content"]})] if message.get("content") else []
+    for i, call in enumerate(message.get("tool_calls", ())):
+        out.append(one({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                        "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        args = call["function"]["arguments"]
+        out.append(one({"tool_calls": [{"index": i, "function": {"arguments": args}}]}))
+    return out, finish
 
 
 def usage_chunk(kind: Kind, ident: str, model: str, st: SlotStats) -> Chunk:

@@ -233,3 +233,29 @@ def test_job_writes_openai_records_errors_included_and_resumes(model_path, tmp_p
     finally:
         model.close()
     assert len(out.read_text().splitlines()) == 4
+
+
+def test_a_batch_file_line_goes_through_the_online_requests_checks(tmp_path):
+    """`llamadesk batch` and the Batch window read lines as the server reads a request: honoured or
+    refused naming the parameter, never answered as if it were not there."""
+    f = tmp_path / "in.jsonl"
+    schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    f.write_text("\n".join([
+        req("schema", "Hi", response_format={"type": "json_schema",
+                                             "json_schema": {"name": "s", "schema": schema}}),
+        req("tools", "Hi", tools=[tool], tool_choice="required"),
+        req("logprobs", "Hi", logprobs=True),
+        req("penalty", "Hi", frequency_penalty=0.5),
+        req("stream", "Hi", stream=True),
+        req("image", [{"type": "image_url", "image_url": {"url": "x"}}]),
+        req("dev", "Hi", messages=[{"role": "developer", "content": "Be brief."},
+                                   {"role": "user", "content": "Hi"}]),
+    ]) + "\n")
+    by = {it.custom_id: it for it in read_input(f, DEFAULTS)}
+    assert by["schema"].request.settings.constraint is not None and by["schema"].error is None
+    tools_req = by["tools"].request
+    assert tools_req.reply_as is not None and tools_req.messages[0].role == "system"
+    assert "logprobs" in by["logprobs"].error and "frequency_penalty" in by["penalty"].error
+    assert "stream" in by["stream"].error and "text only" in by["image"].error
+    assert [m.role for m in by["dev"].request.messages] == ["system", "user"]

@@ -62,7 +62,7 @@ def test_plain_completions(client):
     ({"model": MODEL_ID, "messages": HI, "temperature": "hot"}, 400, "temperature"),
     ({"model": MODEL_ID, "messages": HI, "max_tokens": 2.5}, 400, "max_tokens"),
     ({"model": MODEL_ID, "messages": HI, "presence_penalty": 0.5}, 400, "presence_penalty"),
-    ({"model": MODEL_ID, "messages": HI, "response_format": {"type": "json_object"}}, 400, "response_format"),
+    ({"model": MODEL_ID, "messages": HI, "response_format": {"type": "xml"}}, 400, "response_format"),
     ({"model": MODEL_ID, "messages": HI, "frobnicate": 1}, 400, "frobnicate"),
     ({"model": MODEL_ID, "messages": "hi"}, 400, "messages"),
     ({"model": MODEL_ID}, 400, "messages"),
