@@ -2,7 +2,9 @@
 
 "Runs on" is always visible, and a GPU load that fell back to the CPU is shown
 in warning colours, not buried in a log: GPT4All's silent fallback is the
-complaint this answers.
+complaint this answers. The line says it short (the device, the context, the
+threads) with the whole story on hover, and gives way before the model's name
+when the window is narrow: it is cut, never drawn over the Stream box.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class ModelBar(QWidget):
         super().__init__(parent)
         self.combo = QComboBox()
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.combo.setMinimumContentsLength(18)
+        self.combo.setMinimumContentsLength(len(DEFAULT_LABEL))
         self.combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.combo.activated.connect(self._on_activated)
         self.open_button = QPushButton("Open…")
@@ -62,6 +64,8 @@ class ModelBar(QWidget):
         self.progress.hide()
         self.status = QLabel("no model")
         self.status.setTextFormat(self.status.textFormat().RichText)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.status.setMinimumWidth(120)
         self.streaming = QCheckBox("Stream")
         self.streaming.setToolTip("Show the reply as it is generated (Ctrl+Shift+S).\n"
                                   "Off: wait for the whole reply, then show it at once.")
@@ -71,11 +75,11 @@ class ModelBar(QWidget):
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(QLabel("Model"))
-        row.addWidget(self.combo, 2)
+        row.addWidget(self.combo, 3)
         row.addWidget(self.open_button)
         row.addWidget(self.connect_button)
         row.addWidget(self.progress)
-        row.addWidget(self.status, 3)
+        row.addWidget(self.status, 2)
         row.addWidget(self.streaming)
         row.addWidget(self.settings_button)
         self._paths: list[str | SavedEndpoint | None] = []
@@ -149,12 +153,13 @@ class ModelBar(QWidget):
             version = f" {report.version}" if report.version else ""
             self.status.setToolTip(f"{report.kind}{version} at {report.host}\nmodel {report.model_path}")
             return
-        where = report.runs_on
-        text = f"runs on <b>{where}</b> · ctx {report.n_ctx} · {report.threads_text}"
+        where = report.runs_on.split(" (")[0]  # "CPU", the why in the tooltip
+        text = f"runs on <b>{html.escape(where)}</b> · ctx {report.n_ctx} · {report.threads_text}"
         if report.fallback:
             text += ' · <span style="color:#d68910;"><b>GPU fallback</b></span>'
         self.status.setText(text)
-        self.status.setToolTip(report.fallback or f"loaded in {report.load_s:.2f} s\n{report.model_path}")
+        self.status.setToolTip(f"runs on {report.runs_on} · ctx {report.n_ctx} · {report.threads_text}\n"
+                               + (report.fallback or f"loaded in {report.load_s:.2f} s\n{report.model_path}"))
 
     def set_failed(self) -> None:
         self._loaded_state()

@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMainWindow,
-    QPushButton,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -34,11 +33,13 @@ from app.config import AppConfig, SavedEndpoint, read_config, save_config
 from app.ui import theme
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
+from app.ui.chat.actions_row import ActionsRow
 from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Loaded
 from app.ui.chat.flow import ChatFlow
 from app.ui.chat.gauges import GaugesPanel, MachineFeed
 from app.ui.chat.view import ChatView
+from app.ui.chat.welcome import ChatArea
 from app.ui.compare.window import CompareWindow, compare_choices
 from app.ui.history.actions import HistoryActions, open_store
 from app.ui.history.panel import HistoryPanel
@@ -49,6 +50,7 @@ from app.ui.server.panel import ServerPanel
 from app.ui.server.runner import ServerRunner
 from app.ui.server.switch import ServeSwitch
 from app.ui.settings.dialog import SettingsDialog
+from app.ui.widgets import tooltips
 from app.ui.widgets.message_bar import MessageBar
 
 log = logging.getLogger("llamadesk.ui")
@@ -74,6 +76,7 @@ class MainWindow(QMainWindow):
                 self._startup_notes.append(got.message())
         self.config = config
         theme.apply(config.theme)
+        tooltips.install()  # long explanations wrap instead of running 1,300 px wide
         self.model_path: str | None = model if model is not None else self.config.model_path
         self._closing = False
         self.loaded: Loaded | None = None  # the loaded model: report, identity, weights handle
@@ -97,21 +100,12 @@ class MainWindow(QMainWindow):
         self.system_prompt = QLineEdit()
         self.system_prompt.setPlaceholderText("System prompt for this conversation (optional)")
         self.system_prompt.textChanged.connect(self._on_system_prompt)
-        self.new_button = QPushButton("New chat")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
-        self.regen_button = QPushButton("Regenerate")
-        self.regen_button.setToolTip("Ask the last question again")
-        self.edit_button = QPushButton("Edit last")
-        self.edit_button.setToolTip("Put the last question back in the box to edit and resend")
-        self.batch_button = QPushButton("Batch…")
-        self.batch_button.setToolTip("Decode a file of prompts together (Ctrl+B)")
-        self.compare_button = QPushButton("Compare…")
-        self.compare_button.setToolTip("Compare models, settings and servers on the same prompts "
-                                       "(Ctrl+Shift+C)")
+        self.actions_row = ActionsRow()
+        a = self.actions_row
+        self.new_button, self.regen_button, self.edit_button = a.new_button, a.regen_button, a.edit_button
+        self.batch_button, self.compare_button, self.serve_button = (a.batch_button, a.compare_button,
+                                                                     a.serve_button)
         self.compare_window: CompareWindow | None = None
-        self.serve_button = QPushButton("Serve…")
-        self.serve_button.setToolTip("Serve this model to other programs: an OpenAI-compatible API on "
-                                     "127.0.0.1, online and batch")
         self.batch_panel: BatchPanel | None = None  # created on first use
         self.store = open_store(self._startup_notes) if history else None
         self.recorder = None
@@ -141,19 +135,13 @@ class MainWindow(QMainWindow):
         sys_row = QHBoxLayout()
         sys_row.addWidget(QLabel("System"))
         sys_row.addWidget(self.system_prompt, 1)
-        actions = QHBoxLayout()
-        for b in (self.new_button, self.regen_button, self.edit_button):
-            actions.addWidget(b)
-        actions.addStretch(1)
-        actions.addWidget(self.batch_button)
-        actions.addWidget(self.compare_button)
-        actions.addWidget(self.serve_button)
         chat = QWidget()
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
         col.addLayout(sys_row)
-        col.addWidget(self.view, 1)
-        col.addLayout(actions)
+        self.chat_area = ChatArea(self.view)  # the welcome while the conversation is empty
+        col.addWidget(self.chat_area, 1)
+        col.addWidget(self.actions_row)
         col.addWidget(self.composer)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.history_panel)
@@ -191,6 +179,7 @@ class MainWindow(QMainWindow):
         self.flow.reply_finished.connect(lambda _m: self._update_actions())
         self.bar.action_triggered.connect(self._on_bar_action)
         self.view.copied.connect(lambda _c: self.statusBar().showMessage("Code copied", 2000))
+        self.chat_area.welcome.example_chosen.connect(self.ask_example)
         for keys, slot in (("Ctrl+N", self.new_chat), ("Esc", self.flow.stop),
                            ("Ctrl+Shift+S", self.toggle_streaming),
                            ("Ctrl+L", self.focus_composer), ("Ctrl+,", self.open_settings),
@@ -305,6 +294,11 @@ class MainWindow(QMainWindow):
 
     def _on_system_prompt(self, text: str) -> None:
         self.flow.conversation.system_prompt = text
+
+    def ask_example(self, text: str) -> None:
+        """One of the welcome's example prompts, sent as if typed."""
+        self.composer.set_text(text)
+        self.flow.send()
 
     def focus_composer(self) -> None:
         self.composer.edit.setFocus()

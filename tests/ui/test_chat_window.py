@@ -61,7 +61,8 @@ def test_gauges_move_during_generation_not_only_at_the_end(qtbot, make_window):
         assert len({s.generated for s in decoding}) >= 2
         assert any(s.rate_tok_s for s in decoding) and any(s.remaining_s for s in decoding)
     final = seen[-1][1]
-    assert not final.active and final.decode_tok_s and final.kv_generated == msg.stats.decode_tokens
+    assert not final.active and final.decode_tok_s and final.generated == msg.stats.decode_tokens
+    assert final.kv_used == msg.stats.kv_used  # what the cache holds, as the footer says
     assert final.turns and final.turns[-1].ttft_s == msg.stats.ttft_s
 
 

@@ -64,3 +64,20 @@ def test_cancel_stops_the_run_and_keeps_what_finished(qtbot, make_window):
     rec = done.args[0]
     assert rec["cancelled"] and rec["rows"][0]["runs"] >= 1 and rec["rows"][1]["runs"] == 0
     assert "Cancelled" in cw.bar.text()
+
+
+def test_earlier_comparisons_neither_widen_the_window_nor_show_as_chosen(qtbot, make_window):
+    from app.compare import saved
+
+    folder = saved.folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    long = "a-model-with-a-very-long-file-name-Q4_K_M.gguf [threads=1, kv=q8_0, temperature=0.8]"
+    for i in range(3):
+        (folder / f"comparison-2026010{i}-000000.json").write_text(json.dumps(
+            {"started_at": 1767225600 + i, "rows": [{"target": long}, {"target": long}]}))
+    win = make_window(small_config())
+    cw = win.open_compare()
+    assert cw.history.count() == 3 and cw.history.currentIndex() == -1  # nothing chosen, nothing shown
+    assert cw.table.rowCount() == 0
+    assert cw.width() == 1000 and cw.minimumSizeHint().width() < 1000
+    assert cw.windowTitle() == "Compare — LlamaDesk"  # Qt adds no second "LlamaDesk" to a title ending so

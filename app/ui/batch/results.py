@@ -148,16 +148,29 @@ class ResultsTable(QTableWidget):
             self.setUpdatesEnabled(True)
 
 
+class _Number(QTableWidgetItem):
+    """Shown as the table always showed it ("4.0"), sorted by its value (a text "10" sorts before "9")."""
+
+    def __init__(self, text: str, value: float | None):
+        super().__init__(text)
+        self.value = value
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        mine, theirs = self.value, getattr(other, "value", None)
+        if mine is None or theirs is None:
+            return mine is None and theirs is not None  # "–" first
+        return mine < theirs
+
+
 def _cell(col: int, value) -> QTableWidgetItem:
-    """Numbers sort as numbers (a text "10" sorts before "9"), shown as the table always showed them."""
-    item = QTableWidgetItem()
-    if col in NUMERIC and value is not None:
-        shown = value if col in (0, 3) else round(value, 2 if col == 4 else 1)
-        item.setData(Qt.ItemDataRole.DisplayRole, shown)
+    if col not in NUMERIC:
+        return QTableWidgetItem("–" if value is None else str(value))
+    if value is None:
+        text = "not reported" if col == 3 else "–"
     else:
-        item.setText("not reported" if col == 3 else ("–" if value is None else str(value)))
-    if col in NUMERIC:
-        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        text = f"{value:.2f}" if col == 4 else (f"{value:.1f}" if col == 5 else str(value))
+    item = _Number(text, value)
+    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     return item
 
 

@@ -91,12 +91,17 @@ def _peak(s: Snapshot) -> str:
 
 
 def turn_line(number: int, t: Turn) -> str:
-    """A finished reply on the timeline, with the footer's TTFT and total."""
+    """A finished reply on the timeline, with the footer's TTFT and total (the segments' own
+    times are the bars' lengths, and the turn's tooltip)."""
     tokens = f"{t.prefill_tokens} new" + (f", {t.cached} cached" if t.cached else "")
-    wait, prefill = duration(t.wait_s), duration(t.prefill_s)
     head = f"#{number}: TTFT {duration(t.ttft_s)}" if t.ttft_s is not None else f"#{number}: no text"
-    decode = f" · then {t.decode_tokens} tok in {duration(t.decode_s)}" if t.ttft_s is not None else ""
-    return (f"{head} (wait {wait}, prompt {prefill}: {tokens}){decode} · total {t.total_s:.2f} s")
+    decode = f" · {t.decode_tokens} tok" if t.ttft_s is not None else ""
+    return f"{head} ({tokens}){decode} · total {t.total_s:.2f} s"
+
+
+def turn_tip(t: Turn) -> str:
+    return (f"wait {duration(t.wait_s)} · reading the prompt {duration(t.prefill_s)} · "
+            f"decode {duration(t.decode_s)}")
 
 
 def _rich_label(text: str = "", lines: int = 0) -> QLabel:
@@ -145,10 +150,8 @@ class GaugesPanel(QScrollArea):
         self.timeline_box = ChartOrNote(self.timeline, f"Each reply's wait, prefill and decode {FIRST}.")
         self.timeline_text = _rich_label(
             " &nbsp; ".join((swatch(WAIT, "wait"), swatch(NEW, "prefill"), swatch(GENERATED, "decode"),
-                             swatch(CACHED, "cached prefix", "◆"))))
-        self.turn_text = _rich_label(lines=2)
-        self.remaining = _rich_label("–")
-        self.recent = _rich_label("–")
+                             swatch(CACHED, "cached", "◆"))))
+        self.turn_text = _rich_label(lines=1)
         self.machine = _rich_label("–")
         self.gpu = _rich_label("–")
         self.dropped = _rich_label("none")
@@ -162,7 +165,7 @@ class GaugesPanel(QScrollArea):
         body = QWidget()
         col = QVBoxLayout(body)
         col.setContentsMargins(6, 6, 6, 6)
-        col.setSpacing(4)
+        col.setSpacing(3)
         col.addWidget(self.phase)
         tiles = QGridLayout()
         tiles.setSpacing(4)
@@ -184,13 +187,12 @@ class GaugesPanel(QScrollArea):
         col.addWidget(self.turn_text)
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        for label, w in (("Remaining", self.remaining), ("Recent TTFT", self.recent),
-                         ("Machine", self.machine), ("GPU", self.gpu), ("Dropped", self.dropped)):
+        for label, w in (("Machine", self.machine), ("GPU", self.gpu), ("Dropped", self.dropped)):
             form.addRow(label, w)
         col.addLayout(form)
         col.addStretch(1)
         for box in (self.plot_box, self.timeline_box):
-            box.setFixedHeight(130)
+            box.setFixedHeight(106)
         self.setWidget(body)
         self.setMinimumWidth(260)
 
@@ -204,9 +206,6 @@ class GaugesPanel(QScrollArea):
         self._status(s)
         self._tiles(s)
         self._note(s)
-        self.remaining.setText(f"≤ {s.remaining_s:.1f} s to max tokens ({s.max_tokens})"
-                               if s.active and s.remaining_s is not None else "–")
-        self.recent.setText(", ".join(str(duration(t)) for t in s.recent_ttft) or "–")
         self._kv(s)
         live = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
         self.ceiling_bar.set_values(live, s.ceiling_tok_s, s.bw_utilization)
@@ -220,6 +219,7 @@ class GaugesPanel(QScrollArea):
         self.timeline.set_turns(s.turns)
         done = [t for t in s.turns if not t.live]
         self.turn_text.setText(turn_line(len(done), done[-1]) if done else "")
+        self.turn_text.setToolTip(turn_tip(done[-1]) if done else "")
 
     def _tiles(self, s: Snapshot) -> None:
         st = s.stats
@@ -254,6 +254,9 @@ class GaugesPanel(QScrollArea):
         else:
             text = ""
         self.note.setText(text)
+        # Shown only while it has something to say: it changes with the streaming mode or the
+        # server, never mid-reply, so hiding it moves nothing while a reply runs.
+        self.note.setVisible(bool(text))
 
     def _status(self, s: Snapshot) -> None:
         if not s.started:
@@ -262,7 +265,10 @@ class GaugesPanel(QScrollArea):
             self.phase.setText("idle")
         elif s.active:
             what = {"waiting": "waiting", "prefill": "reading prompt", "decode": "generating"}[s.phase]
-            self.phase.setText(f"{what} · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok")
+            left = f" · ≤ {s.remaining_s:.0f} s to go" if s.remaining_s is not None else ""
+            self.phase.setText(f"{what} · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok{left}")
+        elif s.stats is not None:  # the footer's total, not a second clock's
+            self.phase.setText(f"done in {s.stats.total()} · {s.generated} tok")
         else:
             self.phase.setText(f"done in {s.elapsed_s:.2f} s · {s.generated} tok")
 

@@ -20,14 +20,21 @@ class CompareChart(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.rows: list[tuple[str, float | None, float | None]] = []  # label, ttft ms, decode tok/s
-        self.setMinimumSize(300, 120)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMinimumSize(300, 80)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.setMaximumHeight(self._height() + 8)
 
     def sizeHint(self) -> QSize:
-        return QSize(520, 200)
+        return QSize(520, self._height())
+
+    def _height(self) -> int:
+        """As tall as its bars need (a caption and one bar per target), not the window's rest."""
+        return self.fontMetrics().height() + 12 + max(len(self.rows), 2) * 28
 
     def set_rows(self, rows) -> None:
         self.rows = list(rows)
+        self.setMaximumHeight(self._height() + 8)
+        self.updateGeometry()
         self.update()
 
     def paintEvent(self, _ev) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -42,6 +42,7 @@ from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 from app.remote.endpoint import Endpoint
 from app.ui.compare.chart import CompareChart
+from app.ui.compare.worker import CompareWorker
 from app.ui.model_bar import ModelBar
 from app.ui.threads import WorkerThread
 from app.ui.widgets.message_bar import MessageBar
@@ -69,23 +70,6 @@ def _endpoint_target(endpoint_for: Callable[[SavedEndpoint], Endpoint], saved: S
     return Target.for_endpoint(endpoint_for(saved), saved.model, saved.prompt_format)
 
 
-class _Worker(QObject):
-    progress = Signal(str, int, int)
-    finished = Signal(object)  # Comparison
-    failed = Signal(str)
-
-    @Slot(object)
-    def run(self, job) -> None:
-        from app.compare.run import run_comparison
-
-        targets, prompts, settings, repeat, cancel = job
-        try:
-            self.finished.emit(run_comparison(targets, prompts, settings, repeat, True,
-                                              lambda *a: self.progress.emit(*a), cancel))
-        except Exception as e:  # noqa: BLE001 - the window must survive any bug of a run
-            self.failed.emit(f"{type(e).__name__}: {e}")
-
-
 class CompareWindow(QWidget):
     finished = Signal(object)  # the record shown (report.to_json's)
     _start = Signal(object)
@@ -95,14 +79,17 @@ class CompareWindow(QWidget):
         """`choices()` lists (label, Target factory) from the model picker; `settings()` the
         window's sampling settings, which every target starts from."""
         super().__init__(parent, Qt.WindowType.Window)
-        self.setWindowTitle("LlamaDesk — Compare")
+        self.setWindowTitle("Compare — LlamaDesk")
         self.choices, self.settings_source = choices, settings
         self.targets: list[Target] = []
         self.record: dict | None = None
+        self._saved_shown = -1  # the earlier comparison shown, as the history list numbers it
         self.comparison = None
         self.cancel_token: CancelToken | None = None
         self.bar = MessageBar()
         self.picker = QComboBox()
+        self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.picker.setMinimumContentsLength(20)
         self.add_button = QPushButton("Add")
         self.add_button.clicked.connect(self.add_selected)
         self.target_list = QListWidget()
@@ -128,6 +115,10 @@ class CompareWindow(QWidget):
         self.cancel_button.setEnabled(False)
         self.progress = QProgressBar()
         self.history = QComboBox()
+        # Long labels must not widen the window (1,000 to 1,380 px): they are cut, whole in the list.
+        self.history.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.history.setMinimumContentsLength(14)
+        self.history.setPlaceholderText("earlier comparisons")
         self.history.activated.connect(self._reopen)
         self.export_button = QPushButton("Export…")
         self.export_button.clicked.connect(self._export_dialog)
@@ -137,7 +128,7 @@ class CompareWindow(QWidget):
         self.texts = QSplitter(Qt.Orientation.Horizontal)
         self.chart = CompareChart()
         self._build()
-        self.worker = _Worker()
+        self.worker = CompareWorker()
         self.compare_thread = WorkerThread("llamadesk-compare", self.worker,
                                            requests=((self._start, self.worker.run),), stop=self.cancel)
         self.worker.progress.connect(self._on_progress)
@@ -173,10 +164,18 @@ class CompareWindow(QWidget):
         right.addWidget(self.load_button)
         top.addLayout(left, 1)
         top.addLayout(right, 1)
+        self.target_list.setMaximumHeight(120)  # the results below get the height
+        self.prompts.setMaximumHeight(120)
         results = QSplitter(Qt.Orientation.Vertical)
         results.addWidget(self.table)
         results.addWidget(self.texts)
         results.addWidget(self.chart)
+        results.setChildrenCollapsible(False)
+        for i, stretch in enumerate((2, 3, 0)):  # replies readable; the chart as tall as its bars
+            results.setStretchFactor(i, stretch)
+        self.texts.setMinimumHeight(120)
+        rows = self.table.verticalHeader().defaultSectionSize() * MAX_TARGETS  # never more rows than that
+        self.table.setMaximumHeight(rows + self.table.horizontalHeader().sizeHint().height() + 6)
         col = QVBoxLayout(self)
         col.addWidget(self.bar)
         col.addLayout(top)
@@ -194,6 +193,9 @@ class CompareWindow(QWidget):
         self._saved = saved.listing()
         for _p, label in self._saved:
             self.history.addItem(label)
+            self.history.setItemData(self.history.count() - 1, label, Qt.ItemDataRole.ToolTipRole)
+        # Nothing shown as chosen until one is: the table is empty until then.
+        self.history.setCurrentIndex(self._saved_shown if self.record is not None else -1)
 
     def add_target(self, t: Target) -> None:
         if len(self.targets) >= MAX_TARGETS:
@@ -295,9 +297,11 @@ class CompareWindow(QWidget):
         self._running(False)
         self.comparison = cmp
         record = to_json(cmp)
+        self._saved_shown = 0  # saved, it heads the list (newest first)
         try:
             saved.save(record)
         except OSError as e:
+            self._saved_shown = -1
             self.bar.show_message(f"Could not keep the comparison in the history: {e}", "warning")
         if cmp.cancelled:
             self.bar.show_message("Cancelled: the table holds what finished.", "info")
@@ -342,6 +346,7 @@ class CompareWindow(QWidget):
 
     def _reopen(self, index: int) -> None:
         if 0 <= index < len(self._saved):
+            self._saved_shown = index
             try:
                 self.show_record(saved.load(self._saved[index][0]))
             except ValueError as e:

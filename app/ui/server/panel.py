@@ -50,7 +50,7 @@ class ServerPanel(QWidget):
 
     def __init__(self, runner: ServerRunner, port: int = DEFAULT_PORT, parent=None):
         super().__init__(parent, Qt.WindowType.Window)
-        self.setWindowTitle("LlamaDesk — Server")
+        self.setWindowTitle("Server — LlamaDesk")
         self.runner = runner
         self.switch = QCheckBox()
         self.port = QSpinBox()
@@ -65,7 +65,7 @@ class ServerPanel(QWidget):
         self.slots = QLabel("–")
         self.queued = QLabel("–")
         self.rate = QLabel("–")
-        self.plot = LineChart("aggregate (tok/s)", "seconds", trailing_s=HISTORY_S)
+        self.plot = LineChart("throughput (tok/s)", "seconds (0: now)", trailing_s=HISTORY_S)
         self.table = QTableWidget(0, 5)
         self.table.setHorizontalHeaderLabels(["time", "request", "kind", "TTFT", "tok/s"])
         self.table.verticalHeader().hide()
@@ -169,7 +169,8 @@ class ServerPanel(QWidget):
             self._last_shown = recent[-1]
             self.table.setRowCount(len(recent))
             for row, (at, rid, ttft, rate, online) in enumerate(reversed(recent)):
-                cells = (time.strftime("%H:%M:%S", time.localtime(at)), rid, "online" if online else "batch",
+                kind = "interactive" if online else "batch"
+                cells = (time.strftime("%H:%M:%S", time.localtime(at)), rid, kind,
                          f"{ttft * 1000:.0f} ms" if ttft is not None else "–", f"{rate:.1f}" if rate else "–")
                 for c, text in enumerate(cells):
                     self.table.setItem(row, c, QTableWidgetItem(text))
