@@ -48,6 +48,7 @@ def test_a_long_tooltip_wraps(qtbot, make_window):
     win = make_window(small_config())
     tile = win.gauges.ttft
     assert len(tile.toolTip()) > 100
-    QApplication.sendEvent(tile, QHelpEvent(QEvent.Type.ToolTip, QPoint(5, 5), tile.mapToGlobal(QPoint(5, 5))))
+    at = QPoint(5, 5)
+    QApplication.sendEvent(tile, QHelpEvent(QEvent.Type.ToolTip, at, tile.mapToGlobal(at)))
     assert QToolTip.isVisible() and QToolTip.text().startswith("<table width=")
     QToolTip.hideText()
