@@ -26,6 +26,7 @@ from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.errors import ContextOverflowError, GenerationError
 from app.engine.events import Event, Finished, FirstToken, PrefillStarted, Progress, TextDelta
 from app.engine.loader import LoadedModel
+from app.engine.logprobs import TokenLogprob
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.stats import ReplyStats
@@ -55,6 +56,8 @@ class _Turn:
     grammar_ms: float | None = None  # per token, when a constraint was kept to
     timer: TokenTimer = field(default_factory=TokenTimer)
     parts: list[str] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # when asked
+    unsent: int = 0  # of logprobs, how many no TextDelta has carried yet
 
     def emit(self, ev: Event) -> None:
         if self.sink is not None:
@@ -68,7 +71,9 @@ class _Turn:
         if self.timer.text(now):
             self.emit(FirstToken(now - self.t_submit))
         self.parts.append(text)
-        self.emit(TextDelta(text, generated, now))
+        fresh = tuple(self.logprobs[len(self.logprobs) - self.unsent:]) if self.unsent else ()
+        self.unsent = 0
+        self.emit(TextDelta(text, generated, now, fresh))
 
 
 
@@ -229,7 +234,7 @@ class Decoder:
         self._decode_loop(turn, reader, sampler)
         self._flush(turn, reader)
         done = Finished("".join(turn.parts), self._stats(turn, reader.generated, p0, p1),
-                        tuple(reader.tokens))
+                        tuple(reader.tokens), tuple(turn.logprobs))
         turn.emit(done)
         return done
 
@@ -326,6 +331,9 @@ class Decoder:
                 if reader.generated > counted:  # an end-of-generation token is not a token of the reply
                     recent.append(now)
                     turn.timer.token(now)
+                    if sampler.last is not None:
+                        turn.logprobs.append(sampler.last)
+                        turn.unsent += 1
                 if delta:
                     turn.show(delta, reader.generated, now)
                 if reader.stop_reason is not None:

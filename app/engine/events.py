@@ -43,6 +43,9 @@ class TextDelta:
     text: str
     generated: int  # tokens generated so far
     t: float  # perf_counter() when the text became visible
+    # The log-probabilities of the tokens since the last delta, when the request asked for them
+    # (app.engine.logprobs.TokenLogprob; a delta's text and its tokens need not align one to one).
+    logprobs: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Finished:
     text: str
     stats: ReplyStats
     tokens: tuple[int, ...] = ()  # generated token ids, for checks against llama.cpp
+    logprobs: tuple = ()  # every generated token's, when asked (TokenLogprob)
 
 
 Event = PrefillStarted | Progress | FirstToken | TextDelta | Finished

@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 import llama_cpp
 import numpy as np
 
+from app.engine import logprobs
 from app.engine.grammar import Constraint, GrammarMatcher
+from app.engine.logprobs import MAX_TOP, TokenLogprob
 
 PENALTY_WINDOW = 64  # recent tokens the repeat penalty looks at
 INT32_MAX = 2**31 - 1  # max_tokens and top_k reach llama.cpp as int32_t
@@ -49,6 +51,14 @@ class GenerationSettings:
     penalize_prompt: bool = True
     # What the reply must match (a JSON schema, a grammar): app.engine.grammar; None: free text.
     constraint: Constraint | None = None
+    # OpenAI's penalties, through llama.cpp's penalties sampler over the same window as the repeat
+    # penalty: presence lowers a token that appeared at all, frequency by how often it did.
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    # (token id, bias) pairs added to the logits before any other sampler (OpenAI's logit_bias).
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    # None: no log-probabilities; k: each generated token's, with the k likeliest (0..20).
+    logprobs: int | None = None
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -87,6 +97,17 @@ class GenerationSettings:
             raise ValueError("stop must be a list of strings")
         if self.constraint is not None and not isinstance(self.constraint, Constraint):
             raise ValueError("constraint must be a Constraint")
+        for name in ("presence_penalty", "frequency_penalty"):
+            _check_real(name, getattr(self, name))
+            if not -2.0 <= getattr(self, name) <= 2.0:
+                raise ValueError(f"{name} must be between -2 and 2, got {_show(getattr(self, name))}")
+        for tok, bias in self.logit_bias:
+            _check_int("logit_bias token", tok, 0, INT32_MAX)
+            _check_real("logit_bias value", bias)
+            if not -100.0 <= bias <= 100.0:
+                raise ValueError(f"logit_bias values must be between -100 and 100, got {_show(bias)}")
+        if self.logprobs is not None:
+            _check_int("top_logprobs", self.logprobs, 0, MAX_TOP)
 
 
 def _show(v) -> str:
@@ -134,18 +155,27 @@ class Sampler:
         params = llama_cpp.llama_sampler_chain_default_params()
         self.chain = llama_cpp.llama_sampler_chain_init(params)
         add = lambda smpl: llama_cpp.llama_sampler_chain_add(self.chain, smpl)
-        penalize = s.repeat_penalty != 1.0
+        penalize = s.repeat_penalty != 1.0 or s.presence_penalty != 0 or s.frequency_penalty != 0
+        lowers_only = s.repeat_penalty >= 1.0 and s.presence_penalty >= 0 and s.frequency_penalty >= 0
         dry = s.dry_multiplier > 0 and vocab is not None
+        if s.logit_bias:  # first: a raised token must be there for top-k to keep
+            if any(tok >= n_vocab for tok, _ in s.logit_bias):
+                bad = next(tok for tok, _ in s.logit_bias if tok >= n_vocab)
+                raise ValueError(f"logit_bias names token {bad}; this model's vocabulary has {n_vocab}")
+            self._bias = (llama_cpp.llama_logit_bias * len(s.logit_bias))(
+                *(llama_cpp.llama_logit_bias(tok, bias) for tok, bias in s.logit_bias))
+            add(llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(s.logit_bias), self._bias))
         # The penalty and DRY samplers walk every candidate they are given, and
         # over a large vocabulary (Gemma's is 262k) that is a cost paid per
         # token, so top-k runs first (the order llama.h advises). For greedy this
         # is exact: they only lower a few recent tokens, so the winner is in the top 65.
         if s.temperature > 0 and s.top_k > 0:
             add(llama_cpp.llama_sampler_init_top_k(s.top_k))
-        elif s.temperature <= 0 and (dry or (penalize and s.repeat_penalty > 1.0)):
+        elif s.temperature <= 0 and (dry or penalize) and lowers_only:
             add(llama_cpp.llama_sampler_init_top_k(PENALTY_WINDOW + 1))
         if penalize:
-            add(llama_cpp.llama_sampler_init_penalties(n_vocab, PENALTY_WINDOW, s.repeat_penalty, 0.0, 0.0))
+            add(llama_cpp.llama_sampler_init_penalties(n_vocab, PENALTY_WINDOW, s.repeat_penalty,
+                                                       s.frequency_penalty, s.presence_penalty))
         if dry:
             self._breakers = (ctypes.c_char_p * len(DRY_BREAKERS))(*DRY_BREAKERS)
             add(llama_cpp.llama_sampler_init_dry(vocab, s.dry_multiplier, s.dry_base, s.dry_allowed_length,
@@ -172,13 +202,27 @@ class Sampler:
         self.n_vocab = n_vocab
         self.argmax = llama_cpp.llama_sampler_chain_n(self.chain) == 1 and s.temperature <= 0
         self.grammar = None if s.constraint is None else GrammarMatcher(s.constraint, vocab, n_vocab)
+        self.top_logprobs = s.logprobs  # None: not asked
+        self.last: TokenLogprob | None = None  # the last token's, when asked
         self._cands: ctypes.Array | None = None  # llama_token_data[n_vocab], on the first constrained draw
 
     def _row(self, ctx, idx: int) -> np.ndarray:
         return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx), shape=(self.n_vocab,))
 
     def sample(self, ctx, idx: int = -1) -> int:
-        """The next token from row `idx` of the last decode's logits."""
+        """The next token from row `idx` of the last decode's logits (its log-probability, when
+        asked, in `last`: from the model's logits before any sampler or grammar changed them)."""
+        if self.top_logprobs is None:
+            return self._sample(ctx, idx)
+        row = self._row(ctx, idx)
+        lse = logprobs.log_normalizer(row)
+        top = logprobs.top_of(row, lse, self.top_logprobs)
+        raw = row.copy() if self.grammar is not None else row  # a refused draw masks the row in place
+        tok = self._sample(ctx, idx)
+        self.last = logprobs.TokenLogprob(tok, float(raw[tok]) - lse, top)
+        return tok
+
+    def _sample(self, ctx, idx: int) -> int:
         g = self.grammar
         if g is None:
             if self.argmax:
