@@ -22,6 +22,7 @@ as for the chat Decoder.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -29,6 +30,7 @@ from dataclasses import replace
 import llama_cpp
 
 from app.batch.context import BatchContext
+from app.batch.prefixes import Prefixes
 from app.batch.scheduler import ONLINE_RESERVE, Prepared, Scheduler, SlotState
 from app.batch.slot import Slot
 from app.batch.types import (
@@ -44,7 +46,10 @@ from app.engine.errors import ContextOverflowError, EngineError
 from app.engine.grammar import compile_grammar
 from app.engine.loader import LoadedModel
 from app.engine.prompt import PromptMessage, chat_format, reply_stops
+from app.engine.prompt_cache import PromptCache
 from app.engine.utilization import limits_for
+
+log = logging.getLogger("llamadesk.batch")
 
 # A step reads the weights once whatever the number of slots, so aggregate
 # tok/s grows with slots until the step turns compute-bound; where that
@@ -54,17 +59,25 @@ DEFAULT_SLOTS = 32
 DEFAULT_SLOT_CTX = 1024
 # A step of this many prompt tokens and no decoding measures the arithmetic rate.
 ARITHMETIC_STEP_TOKENS = 32
+# The KV layout when none is asked for (app.batch.context weighs the two).
+DEFAULT_UNIFIED = False
 
 
 class BatchEngine:
     def __init__(self, model: LoadedModel, n_slots: int = DEFAULT_SLOTS,
                  slot_ctx: int = DEFAULT_SLOT_CTX,
-                 on_event: Callable[[BatchEvent], None] | None = None, keep_prefixes: bool = False):
+                 on_event: Callable[[BatchEvent], None] | None = None, keep_prefixes: bool = False,
+                 kv_unified: bool | None = None, share_prefixes: bool = True, prompt_cache: bool = False):
         """`keep_prefixes`: a finished request's tokens stay in its sequence, and the next
         request goes to the free sequence sharing the longest prefix with it, prefilling only
-        the rest (a server's clients send each turn's whole history again)."""
+        the rest (a server's clients send each turn's whole history again).
+        `kv_unified`: the KV layout (app.batch.context), None for DEFAULT_UNIFIED.
+        `share_prefixes`: a prompt takes the prefix another sequence holds (app.batch.prefixes).
+        `prompt_cache`: the format's shared prefix is loaded from and saved to the disk prompt
+        cache (the user's cache folder)."""
         self.model = model
-        self.bctx = BatchContext(model, n_slots + ONLINE_RESERVE, slot_ctx)
+        unified = DEFAULT_UNIFIED if kv_unified is None else kv_unified
+        self.bctx = BatchContext(model, n_slots + ONLINE_RESERVE, slot_ctx, unified)
         self.ctx = self.bctx.ctx
         self.n_slots = n_slots
         self.slot_ctx = self.bctx.slot_ctx
@@ -79,6 +92,11 @@ class BatchEngine:
             n_slots, self._prepare, self._start, self._dropped,
             keep_prefixes=keep_prefixes, online_first=keep_prefixes, reserve=ONLINE_RESERVE)
         self.slots = self.sched.slots  # by sequence; None where free
+        cache = PromptCache(model, ctx=self.ctx, params=self.bctx.params) if prompt_cache else None
+        if cache is not None and (why := cache.unusable()) is not None:
+            log.warning("prompt cache off: %s", why)
+            cache = None
+        self.prefixes = Prefixes(self.bctx, self.sched, self.to_tokens, cache, share_prefixes)
         self._results: list[SlotResult] = []
         self.limits = limits_for(model)  # None where no one peak applies (a partial GPU offload)
         # The server's batch-only steps can be cut short when an online request arrives (see _step).
@@ -86,8 +104,13 @@ class BatchEngine:
         self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: online_waiting())
         self._no_abort = llama_cpp.ggml_abort_callback()
         self.aborted_steps = 0
+        self.steps = self.step_slots = 0  # llama_decode calls that ran, and the slots they carried
         self.flop_s: float | None = None  # the best arithmetic rate a pure prefill step reached
         self.t0 = time.perf_counter()
+
+    @property
+    def unified(self) -> bool:
+        return self.bctx.unified
 
     @property
     def keep_prefixes(self) -> bool:
@@ -214,28 +237,19 @@ class BatchEngine:
         toks, stop = prepared
         now = time.perf_counter()
         settings = replace(req.settings, stop=stop)
-        cached = self._keep_prefix(seq, toks)
+        cached = self.prefixes.keep(seq, toks)
         slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now)
-        slot.prefilled = slot.n_past = slot.cached = cached
+        slot.take_prefix(cached)
+        self.prefixes.plan(slot)
         self._emit(RequestStarted(req.custom_id, seq, now - self.t0))
         return slot
-
-    def _keep_prefix(self, seq: int, toks: list[int]) -> int:
-        """Cut the sequence back to what it shares with `toks`; how many tokens stay cached."""
-        n = self.sched.take_kept(seq, toks)
-        if n > 0:
-            mem = self.bctx.mem
-            if (llama_cpp.llama_memory_seq_rm(mem, seq, n, -1)
-                    and llama_cpp.llama_memory_seq_pos_max(mem, seq) == n - 1):
-                return n
-        self.bctx.clear_seq(seq)
-        return 0
 
     def _step(self) -> None:
         """One llama_decode: the next token of every decoding slot, then prompt chunks."""
         live, cancelled = self.sched.step_slots()
         for s in cancelled:
             self._finish(s, "cancelled")
+        self.prefixes.resolve(live)
         decoding = sum(s.state is SlotState.DECODING for s in live)
         # An abortable step (the scheduler says which) waits for an arriving online request a
         # fraction of a step instead of all of it; llama.cpp rolls it back whole from the KV.
@@ -267,6 +281,9 @@ class BatchEngine:
             return
         for s, k in fed:
             s.n_past += k
+        self.steps += 1
+        self.step_slots += len(fed)
+        self.prefixes.stepped(fed)
         self._sample(outs)
         self.sched.counters.stepped(time.perf_counter())
 
@@ -286,9 +303,9 @@ class BatchEngine:
                 fed.append((s, 1))
                 n += 1
         for s in live:  # prompt chunks fill what is left of n_batch
-            if s.state is not SlotState.PREFILLING or n >= self.n_batch:
+            if s.state is not SlotState.PREFILLING or s.waiting or n >= self.n_batch:
                 continue
-            take = min(self.n_batch - n, len(s.prompt) - s.prefilled)
+            take = min(self.n_batch - n, self.prefixes.chunk_end(s) - s.prefilled)
             last = s.prefilled + take == len(s.prompt)
             for i in range(take):
                 pos = s.prefilled + i
@@ -321,6 +338,7 @@ class BatchEngine:
 
     def _finish(self, s: Slot, stop_reason: str | None = None, error: str | None = None) -> None:
         res = s.finish(time.perf_counter(), self.t0, stop_reason, error)
+        self.prefixes.counted(s)
         kv = s.prompt[:s.prefilled] + s.fed if res.stats.error is None else None  # exactly what the KV holds
         if not self.sched.release(s.seq, kv):
             self.bctx.clear_seq(s.seq)
@@ -343,5 +361,7 @@ class BatchEngine:
         ceiling = bound = None
         if self.limits is not None and positions:
             ceiling, bound = self.limits.batched_ceiling(positions, self.flop_s)
+        held = sum(s.n_past for s in self.slots if s is not None)
         self._emit(BatchProgress(**self.sched.figures(now), decoding=len(positions),
-                                 ceiling_tok_s=ceiling, ceiling_bound=bound))
+                                 ceiling_tok_s=ceiling, ceiling_bound=bound, kv_used=held,
+                                 kv_cells=self.bctx.n_slots * self.slot_ctx))

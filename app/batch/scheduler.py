@@ -26,7 +26,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
@@ -37,6 +38,9 @@ from app.engine.control import common_prefix
 # request ends; a reserved sequence makes it the next decode step instead.
 ONLINE_RESERVE = 1
 PROGRESS_EVERY_S = 0.2
+# A prefix shorter than this is evaluated rather than copied from another sequence: a copy
+# between per-slot streams moves the whole stream, a few tokens' worth of prefill.
+MIN_SHARED_TOKENS = 16
 RATE_WINDOW_S = 3.0
 
 Prepared = tuple[list[int], tuple[str, ...]]  # a prompt's tokens and its stop strings
@@ -62,6 +66,20 @@ class SlotView(Protocol):
     def state(self) -> SlotState: ...
     @property
     def shown(self) -> bool: ...  # its first visible text went out
+    @property
+    def prompt(self) -> Sequence[int]: ...
+    @property
+    def held(self) -> Sequence[int]: ...  # the tokens its sequence holds now
+
+
+@dataclass(frozen=True)
+class Share:
+    """Where a new prompt can take its prefix from: `seq` holds its first `n` tokens now
+    (`ready`), or is a slot still prefilling that will."""
+
+    seq: int
+    n: int
+    ready: bool
 
 
 R = TypeVar("R", bound=RequestView)
@@ -259,6 +277,35 @@ class Scheduler(Generic[R, S]):
         One prompt token is always left to evaluate: its logits give the first sample."""
         kept, self.kept[seq] = self.kept[seq], []
         return min(common_prefix(kept, toks), len(toks) - 1) if self.keep_prefixes else 0
+
+    def share_source(self, seq: int, toks: Sequence[int], own: int, wait: bool = True) -> Share | None:
+        """Another sequence that holds more of `toks`' prefix than the `own` tokens `seq` keeps,
+        by at least MIN_SHARED_TOKENS (the one sharing the most, the lowest on a tie), or None.
+
+        A busy slot counts with what it holds; a free sequence with what it keeps. With `wait`,
+        a slot still prefilling counts with the prompt it will hold, and is chosen only when
+        it will give at least MIN_SHARED_TOKENS more than any ready sequence: several
+        requests that arrive together with one preamble then evaluate it once, the others
+        waiting for it. One prompt token is always left to evaluate, for its logits."""
+        limit = len(toks) - 1
+        ready: tuple[int, int] = (0, -1)  # (tokens, sequence)
+        later: tuple[int, int] = (0, -1)
+        for j, s in enumerate(self.slots):
+            if j == seq:
+                continue
+            held = self.kept[j] if s is None else s.held
+            n = min(common_prefix(held, toks), limit)
+            if n > ready[0]:
+                ready = (n, j)
+            if wait and s is not None and s.state is SlotState.PREFILLING:
+                m = min(common_prefix(s.prompt, toks), limit)
+                if m > later[0]:
+                    later = (m, j)
+        if wait and later[0] >= max(ready[0], own) + MIN_SHARED_TOKENS:
+            return Share(later[1], later[0], False)
+        if ready[0] >= own + MIN_SHARED_TOKENS:
+            return Share(ready[1], ready[0], True)
+        return None
 
     def release(self, seq: int, kv_tokens: list[int] | None) -> bool:
         """Free the sequence; True when its KV stays for a later prefix (`kv_tokens`, exactly

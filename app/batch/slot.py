@@ -7,7 +7,9 @@ reply is cut and measured by the same rules batched as alone.
 
 from __future__ import annotations
 
+import itertools
 import logging
+from array import array
 
 from app.batch.scheduler import SlotState
 from app.batch.types import SlotRequest, SlotResult, SlotStats
@@ -35,7 +37,12 @@ class Slot:
         self.slot_ctx = slot_ctx
         self.state = SlotState.PREFILLING
         self.prefilled = 0  # prompt tokens already in the KV cache
-        self.cached = 0  # of those, kept from the sequence's previous request
+        self.cached = 0  # of those, not evaluated for this request (kept, shared or from disk)
+        self.shared = 0  # of `cached`, copied from another sequence
+        self.cached_disk = 0  # of `cached`, loaded from the disk prompt cache
+        # Waiting for another slot still prefilling the same prefix: (that slot, tokens to copy).
+        self.follow: tuple[Slot, int] | None = None
+        self.save_at: int | None = None  # the prefill stops here once, to save the prefix to disk
         self.n_past = 0  # tokens of this sequence in the KV cache
         self.fed: list[int] = []  # generated tokens decoded into the KV cache
         self.shown = False  # the first visible text went out
@@ -48,6 +55,7 @@ class Slot:
         self.slot_start = now
         self.first_sample: float | None = None  # the prefill ended
         self.timer = TokenTimer()
+        self.stamps = array("d")  # perf_counter() of each counted token
 
     def _emit(self, ev) -> None:
         if self.req.on_event is not None:
@@ -60,6 +68,22 @@ class Slot:
     def generated(self) -> int:
         return self.reader.generated
 
+    @property
+    def held(self) -> list[int]:
+        """The tokens this sequence holds in the KV cache now."""
+        return self.prompt[:self.prefilled] + self.fed
+
+    @property
+    def waiting(self) -> bool:
+        """Prefilling, but waiting for another slot to evaluate the prefix it will copy."""
+        return self.follow is not None
+
+    def take_prefix(self, n: int, shared: int = 0, disk: int = 0) -> None:
+        """The sequence now holds the prompt's first `n` tokens, `shared` of them copied from
+        another sequence and `disk` loaded from the prompt cache; the prefill starts after them."""
+        self.prefilled = self.n_past = self.cached = n
+        self.shared, self.cached_disk = shared, disk
+
     def accept(self, tok: int, now: float) -> bool:
         """Take one sampled token; True when the request is finished."""
         if self.first_sample is None:
@@ -68,6 +92,7 @@ class Slot:
         delta = self.reader.accept(tok)
         if self.reader.generated > counted:
             self.timer.token(now)
+            self.stamps.append(now)
         if delta:
             self._text(delta, now)
         if self.reader.stop_reason is not None:
@@ -105,6 +130,7 @@ class Slot:
         text = "".join(self.parts)
         st = SlotStats(
             prompt_tokens=len(self.prompt), completion_tokens=self.generated, cached_tokens=self.cached,
+            shared_tokens=self.shared, cached_disk_tokens=self.cached_disk,
             stop_reason=self.stop_reason or "stop", slot=self.seq, online=self.req.online,
             queued_at=self.queued_at - t0, slot_start=self.slot_start - t0,
             first_token_at=self.timer.ttft_from(t0), finished_at=now - t0,
@@ -116,14 +142,15 @@ class Slot:
         )
         if self.req.on_event is not None:
             self._emit(Finished(text, self.reply_stats(st, now)))
-        return SlotResult(self.req.custom_id, text, st, self.req.line, self.req.reply_as)
+        gaps = [b - a for a, b in itertools.pairwise(self.stamps)]
+        return SlotResult(self.req.custom_id, text, st, self.req.line, self.req.reply_as, gaps)
 
     def reply_stats(self, st: SlotStats, now: float) -> ReplyStats:
         """The chat gauges' record. Batched compute is shared, so these are wall times."""
         pre_s = (self.first_sample or now) - self.slot_start
         return ReplyStats(
             ttft_s=st.ttft_from_queue_s, prefill_tokens=len(self.prompt) - self.cached,
-            cached_tokens=self.cached, prefill_s=pre_s,
+            cached_tokens=self.cached, cached_disk_tokens=self.cached_disk, prefill_s=pre_s,
             prefill_tok_s=(len(self.prompt) - self.cached) / pre_s if pre_s > 0 else None,
             decode_tokens=self.generated, decode_s=self.timer.decode_s, decode_tok_s=st.decode_tok_s,
             total_s=st.total_s or 0.0, kv_used=self.n_past, n_ctx=self.slot_ctx,

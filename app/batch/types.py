@@ -8,7 +8,7 @@ panel can draw a timeline of slots and tests can compare start/finish order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from app.engine.events import Event
@@ -51,7 +51,11 @@ class SlotStats:
 
     prompt_tokens: int | None = 0  # None: a remote server did not report it
     completion_tokens: int | None = 0
-    cached_tokens: int = 0  # prompt tokens kept in the slot from its previous request
+    # Prompt tokens not evaluated: kept in the slot from its previous request, copied from
+    # another sequence that held the same prefix, or loaded from the disk prompt cache.
+    cached_tokens: int = 0
+    shared_tokens: int = 0  # of cached_tokens, copied from another sequence
+    cached_disk_tokens: int = 0  # of cached_tokens, loaded from the disk prompt cache
     stop_reason: str = "stop"  # stop / length / cancelled / error
     slot: int | None = None
     online: bool = False
@@ -76,12 +80,27 @@ class SlotStats:
 
 
 @dataclass
+class PrefixCounts:
+    """Prompt tokens over an engine's life, by where they came from: what tests count (a
+    preamble shared by eight slots is evaluated once) and what /metrics' prefix cache reads."""
+
+    prompts: int = 0  # every admitted prompt's tokens
+    kept: int = 0  # kept in the slot's own sequence from its last request
+    shared: int = 0  # copied from another sequence
+    disk: int = 0  # loaded from the disk prompt cache
+    evaluated: int = 0  # prefilled
+
+
+@dataclass
 class SlotResult:
     custom_id: str
     text: str
     stats: SlotStats
     line: int | None = None
     reply_as: object = None  # the request's own, handed on
+    # Seconds between consecutive tokens of the reply (what /metrics' inter-token histogram
+    # observes); kept off `stats`, which batch result files write whole.
+    itl_s: Sequence[float] = ()
 
     @property
     def ok(self) -> bool:
@@ -110,6 +129,10 @@ class BatchProgress:
     # batched_ceiling), and what binds it: "bandwidth" or "arithmetic"; None for a server.
     ceiling_tok_s: float | None = None
     ceiling_bound: str | None = None
+    # KV positions the busy sequences hold (a prefix shared in a unified cache counts once per
+    # sequence), and the cells of every sequence at its full length.
+    kv_used: int = 0
+    kv_cells: int = 0
 
     @property
     def occupancy(self) -> float:

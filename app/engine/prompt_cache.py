@@ -17,6 +17,10 @@ same folder and are renamed into place, the sidecar last, so a crash leaves
 at worst an entry without a sidecar, which is ignored. The folder is bounded
 in size; the least recently used entries go first.
 
+The chat Decoder saves and loads its one sequence; the server's batch engine
+any of its sequences, keyed by its own multi-sequence context (`ctx`), so
+its entries and the window's never mix.
+
 A PromptCache is driven only by the thread that owns the context it saves
 from and loads into (the thread rule in the app.engine docstring).
 """
@@ -128,18 +132,21 @@ def model_sha256(path: str | Path) -> str:
     return sha
 
 
-def context_key(model: LoadedModel) -> dict:
-    """Everything besides the tokens that decides what a saved state means."""
-    llm, cp, report = model.llm, model.llm.context_params, model.report
+def context_key(model: LoadedModel, ctx=None, params=None) -> dict:
+    """Everything besides the tokens that decides what a saved state means: of the model's
+    own (chat) context, or of `ctx` made with `params` (a batch engine's)."""
+    llm, report = model.llm, model.report
+    cp = llm.context_params if params is None else params
+    ctx = llm.ctx if ctx is None else ctx
     return {
         "format": FORMAT,
         "llama_cpp": llama_cpp.__version__,
         "model_sha256": model_sha256(model.header.path),
         "model_size": model.header.size,
-        "n_ctx": llama_cpp.llama_n_ctx(llm.ctx),
-        "n_batch": llama_cpp.llama_n_batch(llm.ctx),
-        "n_ubatch": llama_cpp.llama_n_ubatch(llm.ctx),
-        "n_seq_max": llama_cpp.llama_n_seq_max(llm.ctx),
+        "n_ctx": llama_cpp.llama_n_ctx(ctx),
+        "n_batch": llama_cpp.llama_n_batch(ctx),
+        "n_ubatch": llama_cpp.llama_n_ubatch(ctx),
+        "n_seq_max": llama_cpp.llama_n_seq_max(ctx),
         "flash_attn": int(cp.flash_attn_type),
         "type_k": int(cp.type_k),
         "type_v": int(cp.type_v),
@@ -157,12 +164,14 @@ class PromptCache:
     """Saved prefix states for one loaded model's context settings, in one folder.
 
     `folder` None means the user's cache folder, looked up on each use (tests
-    move it between cases, and a shared engine must follow).
+    move it between cases, and a shared engine must follow). `ctx` and `params`:
+    the context the entries are for, when it is not the model's own.
     """
 
     def __init__(self, model: LoadedModel, max_bytes: int = DEFAULT_MAX_BYTES,
-                 folder: str | Path | None = None):
+                 folder: str | Path | None = None, ctx=None, params=None):
         self.model = model
+        self._for = (ctx, params)
         self.max_bytes = max_bytes
         self._folder = Path(folder) if folder is not None else None
         self._key: dict | None = None
@@ -192,7 +201,7 @@ class PromptCache:
 
     def key(self) -> dict:
         if self._key is None:
-            self._key = context_key(self.model)
+            self._key = context_key(self.model, *self._for)
         return self._key
 
     def entry_paths(self, tokens: Sequence[int]) -> tuple[Path, Path]:
@@ -242,8 +251,9 @@ class PromptCache:
             raise Unusable("the state file is truncated or grew")
         return want
 
-    def restore(self, ctx, found: tuple[Path, str], tokens: Sequence[int]) -> bool:
+    def restore(self, ctx, found: tuple[Path, str], tokens: Sequence[int], seq: int | None = None) -> bool:
         """Clear the context's memory and load the entry into seq 0; False leaves it empty.
+        With `seq`, only that sequence is cleared and loaded (the others hold other requests).
 
         The file is hashed on a helper thread while llama.cpp reads it, so the
         check costs no time of its own; the helper touches only the file, and
@@ -256,18 +266,26 @@ class PromptCache:
                                   name="llamadesk-prompt-cache-hash")
         hasher.start()
         mem = llama_cpp.llama_get_memory(ctx)
-        llama_cpp.llama_memory_clear(mem, True)
+
+        def clear() -> None:
+            if seq is None:
+                llama_cpp.llama_memory_clear(mem, True)
+            else:
+                llama_cpp.llama_memory_seq_rm(mem, seq, -1, -1)
+
+        clear()
+        dest = 0 if seq is None else seq
         out = (llama_cpp.llama_token * (n + 1))()
         count = ctypes.c_size_t(0)
         try:
-            got = llama_cpp.llama_state_seq_load_file(ctx, os.fsencode(state), 0, out, n + 1,
+            got = llama_cpp.llama_state_seq_load_file(ctx, os.fsencode(state), dest, out, n + 1,
                                                       ctypes.byref(count))
         finally:
             hasher.join()
         ok = (got > 0 and count.value == n and list(out[:n]) == list(tokens)
-              and llama_cpp.llama_memory_seq_pos_max(mem, 0) == n - 1 and digest[0] == want)
+              and llama_cpp.llama_memory_seq_pos_max(mem, dest) == n - 1 and digest[0] == want)
         if not ok:
-            llama_cpp.llama_memory_clear(mem, True)
+            clear()
             log.info("prompt cache entry %s changed or would not load; removed", state.name)
             _remove(state, state.with_suffix(SIDECAR_EXT))
             return False
@@ -284,14 +302,14 @@ class PromptCache:
             pass
 
     # -- writing ------------------------------------------------------------
-    def save(self, ctx, tokens: Sequence[int]) -> bool:
-        """Save seq 0, which must hold exactly `tokens`; a failure is logged once and ignored."""
+    def save(self, ctx, tokens: Sequence[int], seq: int = 0) -> bool:
+        """Save `seq`, which must hold exactly `tokens`; a failure is logged once and ignored."""
         try:
             state, side = self.entry_paths(tokens)
             arr = (llama_cpp.llama_token * len(tokens))(*tokens)
             llama_cpp.llama_synchronize(ctx)
             with atomic_file.replacing(state) as tmp:
-                if not llama_cpp.llama_state_seq_save_file(ctx, os.fsencode(tmp), 0, arr, len(tokens)):
+                if not llama_cpp.llama_state_seq_save_file(ctx, os.fsencode(tmp), seq, arr, len(tokens)):
                     raise OSError(f"llama.cpp could not write {tmp}")
                 meta = {"key": self.key(), "n_tokens": len(tokens), "tokens_sha256": _tokens_sha256(tokens),
                         "state_bytes": tmp.stat().st_size, "state_crc32": _state_digest(tmp),
