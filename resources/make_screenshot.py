@@ -7,8 +7,10 @@ Run under a display (e.g. `Xvfb :99 -screen 0 1600x1000x24 &` then
 `DISPLAY=:99 QT_QPA_PLATFORM=xcb python resources/make_screenshot.py`). Settings are
 not persisted, so a developer's own settings file is never touched.
 The second reply is grabbed once Markdown has rendered live in it, so the gauges show a
-live reply and the timeline a finished turn. `--dark` sets a dark Fusion palette (what a dark desktop
-theme gives Qt), `--size 900x600` the window's size, `--out` another file.
+live reply and the timeline a finished turn. `--dark` chooses Dark in the window's own
+settings (Settings > Appearance, AppConfig.theme), as a user would, and the plain run Light,
+so neither depends on the desktop's theme; `--size 900x600` the window's size, `--out`
+another file.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
 from app.bench.gui import MARKDOWN_SHOT
@@ -37,15 +38,6 @@ HERE = Path(__file__).resolve().parent
 TURNS = [("How do I reverse a string in Python?", 200),
          ("What does len() return?", 40),
          ("And how do I count the words in a sentence in Python?", 400)]
-DARK = {QPalette.ColorRole.Window: "#2b2b2b", QPalette.ColorRole.WindowText: "#e0e0e0",
-        QPalette.ColorRole.Base: "#1e1e1e", QPalette.ColorRole.AlternateBase: "#333333",
-        QPalette.ColorRole.Text: "#e0e0e0", QPalette.ColorRole.Button: "#3a3a3a",
-        QPalette.ColorRole.ButtonText: "#e0e0e0", QPalette.ColorRole.Highlight: "#3d6fb4",
-        QPalette.ColorRole.HighlightedText: "#ffffff", QPalette.ColorRole.ToolTipBase: "#3a3a3a",
-        QPalette.ColorRole.ToolTipText: "#e0e0e0", QPalette.ColorRole.PlaceholderText: "#9a9a9a",
-        QPalette.ColorRole.Link: "#7fb0ff", QPalette.ColorRole.Mid: "#555555"}
-
-
 EARLIER = [("Explain the difference between TCP and UDP", "TCP is connection-oriented…"),
            ("Write a haiku about autumn rain", "Cold rain on the roof…"),
            ("What is a good name for a grey cat?", "Ash, Smokey or Pebble.")]
@@ -63,14 +55,6 @@ def seed_history() -> None:
             store.add_message(cid, "assistant", answer)
 
 
-def dark_palette(app: QApplication) -> None:
-    app.setStyle("Fusion")
-    pal = QPalette()
-    for role, color in DARK.items():
-        pal.setColor(role, QColor(color))
-    app.setPalette(pal)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("model", nargs="?")
@@ -82,9 +66,8 @@ def main() -> int:
     width, height = (int(v) for v in args.size.split("x"))
     seed_history()
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    if args.dark:
-        dark_palette(app)
-    cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3)
+    cfg = AppConfig(temperature=0.0, max_tokens=400, n_ctx=4096, seed=3,
+                    theme="dark" if args.dark else "light")  # the settings' own switch
     state = {"turn": 0, "t0": 0.0}
     win = MainWindow(model=args.model, config=cfg, persist=False)
     win.resize(width, height)

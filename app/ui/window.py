@@ -125,7 +125,7 @@ class MainWindow(QMainWindow):
             self.bar.show_message("  ·  ".join(self._startup_notes), "warning")
         self.model_bar.streaming.setChecked(self.config.streaming)
         self._update_actions()
-        self.resize(1100, 720)
+        self.resize(1200, 800)  # as `llamadesk` opens it (app/ui/main.py)
         self.setMinimumSize(900, 600)
         if autoload:
             self._refresh_models()
@@ -151,7 +151,6 @@ class MainWindow(QMainWindow):
         split.setStretchFactor(1, 1)
         split.setStretchFactor(2, 0)
         split.setCollapsible(1, False)
-        self.gauges.setMinimumWidth(250)
         split.setSizes([210, 600, 290])
         central = QWidget()
         root = QVBoxLayout(central)

@@ -31,12 +31,14 @@ def test_the_first_launch_has_a_welcome_with_examples_and_gauges_that_say_what_w
 def test_nothing_is_clipped_at_the_default_size_and_at_900_by_600(qtbot, make_window):
     win = make_window(small_config(max_tokens=8))
     assert win.bar.isVisible()  # the model's "no chat template" line takes its room too
-    win.resize(1100, 720)  # MainWindow's own size
+    win.resize(1200, 800)  # the size `llamadesk` opens at
     ask(qtbot, win, "Name three colours.")
     qtbot.wait(100)
     assert win.gauges.verticalScrollBar().maximum() == 0, "the gauges fit without a scrollbar"
     win.resize(900, 600)  # the smallest the window gets
     qtbot.wait(100)
+    g = win.gauges
+    assert g.widget().width() <= g.viewport().width()  # scrolled if need be, never cut on the right
     mb = win.model_bar
     assert mb.status.geometry().right() < mb.streaming.geometry().left()  # no text under the Stream box
     assert mb.combo.width() >= mb.combo.fontMetrics().horizontalAdvance(DEFAULT_LABEL)  # the name whole

@@ -180,9 +180,9 @@ class GaugesPanel(QScrollArea):
         col.addWidget(_heading("KV cache", KV_HELP))
         col.addWidget(self.kv_bar)
         col.addWidget(self.kv_text)
-        col.addWidget(self.plot_box)
+        col.addWidget(self.plot_box, 1)  # the charts take the room a tall window has
         col.addWidget(_heading("Timeline", TIMELINE_HELP))
-        col.addWidget(self.timeline_box)
+        col.addWidget(self.timeline_box, 1)
         col.addWidget(self.timeline_text)
         col.addWidget(self.turn_text)
         form = QFormLayout()
@@ -190,11 +190,13 @@ class GaugesPanel(QScrollArea):
         for label, w in (("Machine", self.machine), ("GPU", self.gpu), ("Dropped", self.dropped)):
             form.addRow(label, w)
         col.addLayout(form)
-        col.addStretch(1)
         for box in (self.plot_box, self.timeline_box):
-            box.setFixedHeight(106)
+            box.setMinimumHeight(112)
+            box.setMaximumHeight(220)
         self.setWidget(body)
-        self.setMinimumWidth(260)
+        # Room for the body and the scrollbar a short window shows: nothing is cut on the right.
+        bar = self.verticalScrollBar().sizeHint().width()
+        self.setMinimumWidth(max(260, body.minimumSizeHint().width() + bar + 2 * self.frameWidth() + 2))
 
     def show_machine(self, lines: tuple[str, str]) -> None:
         """The machine sampler's latest (app.engine.machine.describe)."""
@@ -211,6 +213,7 @@ class GaugesPanel(QScrollArea):
         self.ceiling_bar.set_values(live, s.ceiling_tok_s, s.bw_utilization)
         self.bandwidth.setText(_bandwidth(s))
         self.peak.setText(_peak(s))
+        self.peak.setVisible(s.started)  # from the first reply on, always its two lines
         self.dropped.setText(f"{s.dropped_messages} msgs ({s.dropped_tokens} tok) left out of context"
                              if s.dropped_messages else "none")
         self.plot_box.show_chart(bool(s.rate_series) or s.active or s.stats is not None)
@@ -234,7 +237,8 @@ class GaugesPanel(QScrollArea):
                                   ("First token" if streaming_off else "TTFT"))
         self.prefill.set_figure(prefill)
         small = st is not None and prefill is not None and prefill.unit != "tok/s"
-        self.prefill.caption.setText(f"Prefill ({st.prefill_tokens} tok)" if small and st else "Prefill")
+        if small and st is not None and prefill is not None:  # a short prompt: its time, and how short
+            self.prefill.unit_label.setText(f"{prefill.unit} · {st.prefill_tokens} tok")
         self.decode.set_figure(decode)
         self.decode.caption.setText("Decode (live)" if s.active else "Decode")
 
