@@ -41,6 +41,9 @@ PROGRESS_EVERY_S = 0.2
 # A prefix shorter than this is evaluated rather than copied from another sequence: a copy
 # between per-slot streams moves the whole stream, a few tokens' worth of prefill.
 MIN_SHARED_TOKENS = 16
+# An online request's prefill of at most this many tokens runs in a step of its own, the online
+# slots already decoding waiting that one step; a longer one shares steps with them.
+PREFILL_FIRST_TOKENS = 32
 RATE_WINDOW_S = 3.0
 
 Prepared = tuple[list[int], tuple[str, ...]]  # a prompt's tokens and its stop strings
@@ -70,6 +73,8 @@ class SlotView(Protocol):
     def prompt(self) -> Sequence[int]: ...
     @property
     def held(self) -> Sequence[int]: ...  # the tokens its sequence holds now
+    @property
+    def to_prefill(self) -> int: ...  # prompt tokens it has still to evaluate itself
 
 
 @dataclass(frozen=True)
@@ -323,10 +328,17 @@ class Scheduler(Generic[R, S]):
         """The slots the next step may advance, and those to end as cancelled first.
         Paused offline slots wait; so do all offline slots, under `online_first`, until
         every online request has shown its first text: a step that also carries every
-        offline slot's token takes longer, and that is the online request's TTFT."""
+        offline slot's token takes longer, and that is the online request's TTFT. For the
+        same reason online slots that decode wait one step while a short online prefill
+        (PREFILL_FIRST_TOKENS at most) runs alone; a longer one is mixed with their tokens
+        instead, so it never holds them for seconds (chunked prefill's reason)."""
         live = [s for s in self.slots if s is not None and (s.req.online or not self.paused)]
         if self.online_first and any(s.req.online and not s.shown for s in live):
             live = [s for s in live if s.req.online]
+            arriving = [s for s in live if s.state is SlotState.PREFILLING]
+            decoding = [s for s in live if s.state is SlotState.DECODING and s.shown]
+            if arriving and decoding and sum(s.to_prefill for s in arriving) <= PREFILL_FIRST_TOKENS:
+                live = [s for s in live if all(s is not d for d in decoding)]
         cancelled: list[S] = []
         if self._drop:
             with self.cv:

@@ -74,6 +74,11 @@ class Slot:
         return self.prompt[:self.prefilled] + self.fed
 
     @property
+    def to_prefill(self) -> int:
+        """Prompt tokens this slot has still to evaluate (not those it waits to copy)."""
+        return len(self.prompt) - max(self.prefilled, self.follow[1] if self.follow else 0)
+
+    @property
     def waiting(self) -> bool:
         """Prefilling, but waiting for another slot to evaluate the prefix it will copy."""
         return self.follow is not None
