@@ -235,10 +235,9 @@ class GaugesPanel(QScrollArea):
         streaming_off = not s.streaming and s.ttft_final
         self.ttft.caption.setText("TTFT…" if s.active and not s.ttft_final else
                                   ("First token" if streaming_off else "TTFT"))
-        self.prefill.set_figure(prefill)
         small = st is not None and prefill is not None and prefill.unit != "tok/s"
-        if small and st is not None and prefill is not None:  # a short prompt: its time, and how short
-            self.prefill.unit_label.setText(f"{prefill.unit} · {st.prefill_tokens} tok")
+        # A short prompt shows its time, and how short it was.
+        self.prefill.set_figure(prefill, f"{st.prefill_tokens} tok" if small and st is not None else "")
         self.decode.set_figure(decode)
         self.decode.caption.setText("Decode (live)" if s.active else "Decode")
 

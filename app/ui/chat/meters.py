@@ -23,6 +23,7 @@ class BigNumber(QFrame):
         super().__init__(parent)
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.unit = unit
+        self._shown_unit = unit
         self.caption = QLabel(caption)
         self.value = QLabel("–")
         self.unit_label = QLabel(unit)
@@ -41,18 +42,20 @@ class BigNumber(QFrame):
         self.setToolTip(explain)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
 
-    def set_value(self, text: str | None, unit: str | None = None) -> None:
+    def set_value(self, text: str | None, unit: str | None = None, aside: str = "") -> None:
+        """`aside`: said after the unit ("ms · 16 tok"), not part of the figure."""
         self.value.setText(text or "–")
-        self.unit_label.setText(unit or self.unit)
+        self._shown_unit = unit or self.unit
+        self.unit_label.setText(self._shown_unit + (f" · {aside}" if aside else ""))
 
-    def set_figure(self, fig: Figure | None) -> None:
+    def set_figure(self, fig: Figure | None, aside: str = "") -> None:
         """A figure as ReplyStats formats it (the footer's), or "–"."""
-        self.set_value(fig.value if fig else None, fig.unit if fig else None)
+        self.set_value(fig.value if fig else None, fig.unit if fig else None, aside)
 
     def text(self) -> str:
         """As read aloud: "1268 ms"."""
         v = self.value.text()
-        return v if v == "–" else f"{v} {self.unit_label.text()}"
+        return v if v == "–" else f"{v} {self._shown_unit}"
 
 
 class _Bar(QWidget):
