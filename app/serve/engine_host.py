@@ -10,8 +10,10 @@ instead of letting memory grow without end.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +21,7 @@ from app.batch.engine import BatchEngine
 from app.batch.types import BatchProgress, RequestDone, RequestStarted, SlotRequest, SlotResult
 from app.engine.loader import LoadedModel
 
+TTFT_WINDOW_S = 60.0
 Sink = Callable[[object], None]  # receives engine events, then the RequestDone
 _ids = itertools.count(1)
 
@@ -42,11 +45,35 @@ class HostStats:
     decoding: int = 0
     generated: int = 0
     recent: list = field(default_factory=list)  # (time, custom_id, ttft_s, tok/s, online)
+    kv_used: int = 0  # KV positions the busy sequences hold, of kv_cells (BatchProgress)
+    kv_cells: int = 0
+    steps: int = 0  # llama_decode calls so far, and the slots they carried in all
+    step_slots: int = 0
+    # Online requests' TTFT over the last TTFT_WINDOW_S (nearest rank), for the Serve panel's
+    # live p50 and p99 beside the aggregate rate; None before the first.
+    ttft_p50_s: float | None = None
+    ttft_p99_s: float | None = None
+    ttft_n: int = 0  # requests in that window
+
+    def took(self, window: deque[tuple[float, float]], now: float, ttft: float) -> None:
+        """An online request showed its first text after `ttft` s: move the window's quantiles."""
+        window.append((now, ttft))
+        while window and now - window[0][0] > TTFT_WINDOW_S:
+            window.popleft()
+        ts = sorted(t for _, t in window)
+        self.ttft_n = len(ts)
+        self.ttft_p50_s = ts[math.ceil(0.50 * len(ts)) - 1]
+        self.ttft_p99_s = ts[math.ceil(0.99 * len(ts)) - 1]
 
 
 class ServeEngine:
-    def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int, max_waiting: int = 64):
+    def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int, max_waiting: int = 64,
+                 prompt_cache: bool = True, kv_unified: bool | None = None):
+        """`prompt_cache`: the format's shared prefix is loaded from and saved to the user's disk
+        prompt cache, as the window does; `kv_unified`: the KV layout (app.batch.context)."""
         self.model = model
+        self._options = {"prompt_cache": prompt_cache, "kv_unified": kv_unified}
+        self._ttfts: deque[tuple[float, float]] = deque()
         self.max_waiting = max_waiting
         self.stats = HostStats(n_slots=n_slots)
         self._sinks: dict[str, Sink] = {}
@@ -70,7 +97,8 @@ class ServeEngine:
 
     def _loop(self) -> None:
         try:  # the context is made, used and freed on this thread only
-            self.engine = BatchEngine(self.model, *self._args, on_event=self._on_event, keep_prefixes=True)
+            self.engine = BatchEngine(self.model, *self._args, on_event=self._on_event, keep_prefixes=True,
+                                      **self._options)
         except BaseException as e:  # noqa: BLE001 - re-raised in __init__
             self._error = e
             self._ready.set()
@@ -126,6 +154,8 @@ class ServeEngine:
             s.busy_slots, s.queued, s.online_busy = ev.busy_slots, ev.queued, ev.online_busy
             s.tok_s, s.generated = ev.tok_s, ev.generated
             s.ceiling_tok_s, s.ceiling_bound, s.decoding = ev.ceiling_tok_s, ev.ceiling_bound, ev.decoding
+            s.kv_used, s.kv_cells = ev.kv_used, ev.kv_cells
+            s.steps, s.step_slots = self.engine.steps, self.engine.step_slots
             s.busy = sum(x is not None for x in self.engine.slots)
             return
         if isinstance(ev, RequestStarted):
@@ -140,8 +170,11 @@ class ServeEngine:
                 if res.custom_id.startswith("o") and res.stats.slot_start is None:
                     self._waiting -= 1  # ended before it got a slot (refused, or cancelled queued)
             st = res.stats
-            self.stats.recent = [*self.stats.recent[-49:], (time.time(), res.custom_id, st.ttft_from_queue_s,
+            now = time.time()
+            self.stats.recent = [*self.stats.recent[-49:], (now, res.custom_id, st.ttft_from_queue_s,
                                                             st.decode_tok_s, st.online)]
+            if st.online and st.ttft_from_queue_s is not None:
+                self.stats.took(self._ttfts, now, st.ttft_from_queue_s)
             if self.on_result is not None:
                 self.on_result(res)
             if sink is not None:
