@@ -190,9 +190,9 @@ class GaugesPanel(QScrollArea):
         for label, w in (("Machine", self.machine), ("GPU", self.gpu), ("Dropped", self.dropped)):
             form.addRow(label, w)
         col.addLayout(form)
-        for box in (self.plot_box, self.timeline_box):
+        for box, most in ((self.plot_box, 220), (self.timeline_box, 170)):  # six turns' bars, no taller
             box.setMinimumHeight(112)
-            box.setMaximumHeight(220)
+            box.setMaximumHeight(most)
         self.setWidget(body)
         # Room for the body and the scrollbar a short window shows: nothing is cut on the right.
         bar = self.verticalScrollBar().sizeHint().width()
