@@ -171,7 +171,7 @@ class SettingsDialog(QDialog):
         prompt.addRow("Prompt cache", cache_row)
         self._show_cache()
         look = QFormLayout()
-        look.addRow("Appearance", _hinted(self.theme, *HINTS["Appearance"]))
+        look.addRow("Theme", _hinted(self.theme, *HINTS["Appearance"]))
         self.tabs = QTabWidget()  # one screenful each, so the dialog fits a 600-pixel-high screen
         for title, form in (("Replies", replies), ("Model", model), ("Prompt", prompt), ("Appearance", look)):
             page = QWidget()
