@@ -1,20 +1,33 @@
-"""`llamadesk serve`: the model behind an OpenAI-compatible server, online and batch API."""
+"""`llamadesk serve`: the model behind an OpenAI-compatible server, online and batch API.
+
+Everything that can be wrong with the setting is found before the model
+loads, each as one line: the arguments, the key, the data folder and its
+database (app.serve.batch_store), and the port, which is bound here first so
+a port in use is said at once instead of after the load, in uvicorn's words.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import logging
+import socket
 
 from app.batch.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
 from app.batch.engine import ONLINE_RESERVE
 from app.commands.common import add_model_args, check_range, load_options, note
+from app.errors import LlamaDeskError
 from app.remote.errors import EndpointConfigError
 from app.remote.keys import key_from_env
 
 DEFAULT_PORT = 8765
 DEFAULT_SLOTS = 4
 DEFAULT_SLOT_CTX = 4096
+
+
+class PortInUse(LlamaDeskError):
+    """The address and port cannot be listened on."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -30,6 +43,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "for online requests)")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key clients "
                                                         "must send (Authorization: Bearer KEY)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a host name clients may reach the server by, besides the address it is bound "
+                        "to (a reverse proxy's, a LAN name); repeatable")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a web page origin (e.g. http://localhost:3000) whose requests are allowed, with "
+                        "CORS; every other page is refused; repeatable")
     p.add_argument("--max-waiting", type=int, default=64, metavar="N",
                    help="online requests that may wait for a slot; past it, 429 (default 64)")
     add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot")
@@ -45,14 +64,50 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound now (as uvicorn binds it), or PortInUse in one line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        hint = "; is another server using it? pick another with --port" if e.errno == errno.EADDRINUSE else ""
+        raise PortInUse(f"cannot listen on {host}:{port} ({e.strerror or e}){hint}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _log_requests_to_terminal() -> None:
+    """The server's own lines (one per request, refusals and errors) on its terminal, as an
+    operator watching `llamadesk serve` expects; the log file has them too."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    serve_log = logging.getLogger("llamadesk.serve")
+    serve_log.addHandler(handler)
+    serve_log.setLevel(logging.INFO)
+
+
+def _data_store():
+    from app import paths
+    from app.serve.batch_store import BatchStore, StoreError, reason
+
+    try:
+        folder = paths.data_dir() / "serve"
+    except OSError as e:
+        raise StoreError(f"the data folder cannot be made ({e.filename or ''}: {reason(e)})") from None
+    return BatchStore(folder)
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app import paths
     from app.engine.loader import load_model
     from app.engine.models import resolve_model
     from app.serve.api import create_app
     from app.serve.engine_host import ServeEngine
+    from app.serve.guard import check_host_name, check_origin
 
     check_range("--port", args.port, 1, 65535)
     check_range("--parallel", args.parallel, 1, MAX_SEQ - ONLINE_RESERVE)
@@ -61,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if (args.parallel + ONLINE_RESERVE) * args.ctx > MAX_TOTAL_CTX:
         raise ValueError(f"--parallel {args.parallel} with --ctx {args.ctx} needs more than "
                          f"{MAX_TOTAL_CTX} tokens of context")
+    hosts = [check_host_name(h) for h in args.allow_host]
+    origins = [check_origin(o) for o in args.allow_origin]
     key = key_from_env(args.api_key_env) if args.api_key_env else None
     if key is None and not _loopback(args.host):
         raise EndpointConfigError(f"--host {args.host} is reachable from other machines: give an API key "
@@ -68,21 +125,36 @@ def run(args: argparse.Namespace) -> int:
     opts = load_options(args)
     slot_ctx, opts.n_ctx = opts.n_ctx, 256  # the chat context is unused here
     path = resolve_model(args.model)
-    model = load_model(path, opts)
+    store = _data_store()
     try:
-        if model.report.fallback:
-            note(model.report.fallback)
-        host = ServeEngine(model, args.parallel, slot_ctx, args.max_waiting)
+        sock = listen(args.host, args.port)
+    except PortInUse:
+        store.close()
+        raise
+    try:
+        model = load_model(path, opts)
         try:
-            model_id = path.name
-            app = create_app(host, model_id, key, data_dir=paths.data_dir() / "serve")
-            note(f"serving {model_id} on http://{args.host}:{args.port}/v1 · {args.parallel} slots of "
-                 f"{host.slot_ctx} tokens · runs on {model.report.runs_on}"
-                 + (" · API key required" if key else ""))
-            logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-            uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+            if model.report.fallback:
+                note(model.report.fallback)
+            host = ServeEngine(model, args.parallel, slot_ctx, args.max_waiting)
+            try:
+                model_id = path.name
+                app = create_app(host, model_id, key, store=store, bind=args.host, allow_hosts=hosts,
+                                 allow_origins=origins)
+                note(f"serving {model_id} on http://{args.host}:{args.port}/v1 · {args.parallel} slots of "
+                     f"{host.slot_ctx} tokens · runs on {model.report.runs_on}"
+                     + (" · API key required" if key else ""))
+                logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+                _log_requests_to_terminal()
+                # The log is on the disk that fills: a line that cannot be written is lost, not a
+                # traceback on the terminal for every line after it.
+                logging.raiseExceptions = False
+                config = uvicorn.Config(app, log_level="warning", access_log=False)
+                uvicorn.Server(config).run(sockets=[sock])
+            finally:
+                host.close()
         finally:
-            host.close()
+            model.close()
     finally:
-        model.close()
+        sock.close()  # the store stays open: a batch's thread may still be writing as the process ends
     return 0

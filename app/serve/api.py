@@ -4,10 +4,15 @@ Each resource has its router (online, files, batches) and shares the HTTP
 rules of app.serve.http; this module is the only one that knows them all, so
 none of them imports another, and the Batch API is there only when the
 server has a folder to keep its files in.
+
+The middleware, outermost first: the browser guard (Host, Origin, CORS:
+app.serve.guard), then the key. Its defaults are the window's own server's:
+bound to 127.0.0.1, no name or origin allowed beyond it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -16,15 +21,19 @@ from fastapi.responses import JSONResponse, Response
 from app.engine.sampling import GenerationSettings
 from app.serve import batches, files, online
 from app.serve.batch_runs import BatchRuns
-from app.serve.batch_store import BatchStore
+from app.serve.batch_store import BatchStore, StoreError
 from app.serve.engine_host import ServeEngine
+from app.serve.guard import Guard, HostRule
 from app.serve.http import KeyCheck, add_error_handlers
 from app.serve.metrics import CONTENT_TYPE, ServeMetrics
 
 
 def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
-               defaults: GenerationSettings | None = None, data_dir=None) -> FastAPI:
-    """The whole server. `data_dir` (a Path) enables the Batch API, its files and batches kept there."""
+               defaults: GenerationSettings | None = None, data_dir=None, *, store: BatchStore | None = None,
+               bind: str = "127.0.0.1", allow_hosts: Iterable[str] = (),
+               allow_origins: Iterable[str] = ()) -> FastAPI:
+    """The whole server. The Batch API is there with `store`, or with `data_dir` (a Path) to open
+    one in (StoreError if it cannot be used). `bind`: the address served, for the Host check."""
     app = FastAPI(title="LlamaDesk", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ServeMetrics(host)
     host.on_result = metrics.observe
@@ -32,7 +41,8 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
     app.state.online = online.OnlineAPI(host, model_id, metrics, defaults)
     if api_key:
         app.add_middleware(KeyCheck, key=api_key)
-    add_error_handlers(app)
+    app.add_middleware(Guard, hosts=HostRule(bind, allow_hosts), origins=allow_origins)
+    add_error_handlers(app, storage=(StoreError,))
 
     @app.get("/health")
     async def health():
@@ -43,8 +53,9 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     app.include_router(online.router)
-    if data_dir is not None:
+    if store is None and data_dir is not None:
         store = BatchStore(Path(data_dir))
+    if store is not None:
         runs = BatchRuns(store, host, model_id, defaults or GenerationSettings())
         runs.resume()
         metrics.batch_counts = runs.counts

@@ -6,25 +6,42 @@ file's own rules (app.batchfile: one record per custom_id, a half-written last
 line dropped), so a server killed mid-batch resumes it on restart without
 losing or repeating a result. At the end the journal is split into the output
 file (answers) and the error file. Nothing here runs on the event loop.
+
+Nothing here writes on the engine's thread either: a result is handed to the
+batch's own thread, which journals it. A disk that fills or fails under a
+batch then fails that batch, not the engine every online client needs: its
+requests still queued are cancelled, it ends "failed" with the reason in its
+errors, and if even that cannot be recorded yet, the batch's thread keeps
+trying while the listing shows it failed, until the disk takes the write.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import logging
+import queue
 import threading
 import time
 from dataclasses import replace
 
 from app.batch.types import RequestDone, SlotResult
-from app.batchfile.requests import BatchInputError, read_input
-from app.batchfile.results import ResultWriter, read_journal
+from app.batchfile.api_file import read_api_file
+from app.batchfile.requests import BatchInputError
+from app.batchfile.results import BatchOutputError, ResultWriter, read_journal
 from app.engine.sampling import GenerationSettings
-from app.serve.batch_store import BatchStore
+from app.serve.batch_store import BatchStore, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
 
 log = logging.getLogger("llamadesk.serve.batch")
+RETRY_S = (0.5, 1, 2, 5)  # waits between tries to record a failure, the last one repeated
+_END = None  # on the results queue: every request submitted has ended
+
+
+class WriteFailed(Exception):
+    """The data folder refused a write of this batch: the batch fails with this line."""
 
 
 class BatchRun:
@@ -35,9 +52,9 @@ class BatchRun:
         self.store, self.host, self.model_id, self.bid, self.defaults = store, host, model_id, bid, defaults
         self.pending: dict[str, str] = {}  # host id -> custom_id
         self.lock = threading.Lock()
-        self.all_done = threading.Event()
+        self.results: queue.Queue[SlotResult | None] = queue.Queue()
         self.cancelled = False
-        self.writer: ResultWriter | None = None
+        self.failure: dict | None = None  # the fields of a failure not recorded in the store yet
         self.thread = threading.Thread(target=self._run, name=f"llamadesk-{bid}", daemon=True)
 
     def start(self) -> BatchRun:
@@ -50,8 +67,6 @@ class BatchRun:
             ids = list(self.pending)
         for rid in ids:
             self.host.cancel(rid)
-        if not ids:
-            self.all_done.set()
 
     def left(self) -> int:
         with self.lock:
@@ -60,22 +75,22 @@ class BatchRun:
     def _run(self) -> None:
         try:
             self._decode()
+        except (WriteFailed, StoreError, OSError) as e:
+            self._fail("write_failed", f"the server could not write this batch's results ({_line(e)}); "
+                                       "free space in its data folder and create the batch again")
         except Exception as e:
             log.exception("batch %s failed", self.bid)
-            self.store.update(self.bid, status="failed", failed_at=int(time.time()), errors=batch_errors(
-                {"code": "internal_error", "message": f"{type(e).__name__}: {e}"}))
+            self._fail("internal_error", f"{type(e).__name__}: {e}")
 
     def _decode(self) -> None:
         b = self.store.batch(self.bid)
         f = self.store.file(b["input_file_id"])
         try:
-            items = read_input(f["path"], self.defaults)
-        except BatchInputError as e:
-            self.store.update(self.bid, status="failed", failed_at=int(time.time()), errors=batch_errors(
-                {"code": "invalid_file", "message": str(e), "line": None}))
+            items = read_api_file(f["path"], self.defaults, self.model_id)
+            journal = read_journal(self.store.journal_path(self.bid))
+        except (BatchInputError, BatchOutputError) as e:
+            self._fail("invalid_file", str(e))
             return
-        journal_path = self.store.journal_path(self.bid)
-        journal = read_journal(journal_path)
         todo = [it for it in items if not journal.has(it)]
         if b["status"] == "validating":
             self.store.update(self.bid, status="in_progress", in_progress_at=int(time.time()),
@@ -83,11 +98,11 @@ class BatchRun:
         if b["status"] == "cancelling":
             self.cancelled = True
             todo = []
-        self.writer = ResultWriter(journal_path, self.model_id)
+        writer = ResultWriter(self.store.journal_path(self.bid), self.model_id)
         try:
             for it in todo:
                 if it.error is not None:
-                    self.writer.write_error(it)
+                    writer.write_error(it)
                     self.store.count(self.bid, False)
             reqs = [it.request for it in todo if it.request is not None]
             ids = [r.custom_id for r in reqs]
@@ -96,52 +111,95 @@ class BatchRun:
                     hosted = self.host.submit_batch(reqs, self._on_event)
                     self.pending.update(zip(hosted, ids))
                 else:
-                    self.all_done.set()
-            self.all_done.wait()
+                    self.results.put(_END)
+            self._journal(writer)
         finally:
-            self.writer.close()
+            with contextlib.suppress(OSError):  # every record was flushed and synced as written
+                writer.close()
         self._finalize()
 
+    def _journal(self, writer: ResultWriter) -> None:
+        """Write each result as it comes, until every request has ended. A failed write stops
+        the rest (cancelled at the engine at once) and fails the batch."""
+        failed: BaseException | None = None
+        while (res := self.results.get()) is not _END:
+            if failed is not None or res.stats.stop_reason == "cancelled":
+                continue
+            try:
+                writer.write(res)
+                self.store.count(self.bid, res.stats.error is None)
+            except (OSError, StoreError) as e:
+                failed = e
+                log.warning("batch %s: a result could not be written (%s); stopping it", self.bid, _line(e))
+                self.cancel()
+        if failed is not None:
+            raise WriteFailed(_line(failed))
+
     def _on_event(self, ev) -> None:
-        """The engine thread: a finished request is journaled, then counted."""
+        """The engine thread: a finished request is handed to the batch's thread, nothing more."""
         if not isinstance(ev, RequestDone):
             return
         res: SlotResult = ev.result
         with self.lock:
             cid = self.pending.pop(res.custom_id, None)
             empty = not self.pending
-        if cid is not None and res.stats.stop_reason != "cancelled":
-            self.writer.write(replace(res, custom_id=cid))
-            self.store.count(self.bid, res.stats.error is None)
+        if cid is not None:
+            self.results.put(replace(res, custom_id=cid))
         if empty:
-            self.all_done.set()
+            self.results.put(_END)
 
     def _finalize(self) -> None:
         """Split the journal into OpenAI's output and error files."""
-        now = int(time.time())
         if not self.cancelled:
-            self.store.update(self.bid, status="finalizing", finalizing_at=now)
-        out: list[str] = []
-        err: list[str] = []
-        path = self.store.journal_path(self.bid)
-        # At "\n" only: str.splitlines() also cuts at U+2028 and U+0085, which an answer may hold raw.
-        for line in path.read_text(encoding="utf-8").split("\n") if path.exists() else ():
-            if not line:
-                continue
-            rec = json.loads(line)
-            rec.pop("llamadesk", None)
-            (err if rec.get("error") else out).append(json.dumps(rec, ensure_ascii=False))
-        fields = {}
-        if out:
-            fields["output_file_id"] = self.store.add_file("batch_output", f"{self.bid}_output.jsonl",
-                                                           ("\n".join(out) + "\n").encode())["id"]
-        if err:
-            fields["error_file_id"] = self.store.add_file("batch_output", f"{self.bid}_error.jsonl",
-                                                          ("\n".join(err) + "\n").encode())["id"]
+            self.store.update(self.bid, status="finalizing", finalizing_at=int(time.time()))
+        fields = _split(self.store, self.bid)
         if self.cancelled:
             self.store.update(self.bid, status="cancelled", cancelled_at=int(time.time()), **fields)
         else:
             self.store.update(self.bid, status="completed", completed_at=int(time.time()), **fields)
+
+    def _fail(self, code: str, message: str) -> None:
+        """End the batch as failed, saying why; a store that cannot take it yet is tried again
+        (the listing shows `failure` meanwhile), so the batch is never left looking alive."""
+        log.warning("batch %s failed: %s", self.bid, message)
+        fields = {"status": "failed", "failed_at": int(time.time()),
+                  "errors": batch_errors({"code": code, "message": message, "line": None})}
+        self.failure = fields
+        for attempt in itertools.count():
+            try:
+                self.store.update(self.bid, **fields)
+            except StoreError as e:
+                if attempt == 0:
+                    log.warning("batch %s: its failure cannot be recorded yet (%s); retrying", self.bid,
+                                _line(e))
+                time.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
+                continue
+            self.failure = None
+            return
+
+
+def _split(store: BatchStore, bid: str) -> dict:
+    """The journal as OpenAI's output file (answers) and error file; their ids, for the batch."""
+    out: list[str] = []
+    err: list[str] = []
+    path = store.journal_path(bid)
+    # At "\n" only: str.splitlines() also cuts at U+2028 and U+0085, which an answer may hold raw.
+    for line in path.read_text(encoding="utf-8").split("\n") if path.exists() else ():
+        if not line:
+            continue
+        rec = json.loads(line)
+        rec.pop("llamadesk", None)
+        (err if rec.get("error") else out).append(json.dumps(rec, ensure_ascii=False))
+    fields = {}
+    for key, recs, name in (("output_file_id", out, "output"), ("error_file_id", err, "error")):
+        if recs:
+            data = ("\n".join(recs) + "\n").encode()
+            fields[key] = store.add_file("batch_output", f"{bid}_{name}.jsonl", data)["id"]
+    return fields
+
+
+def _line(e: BaseException) -> str:
+    return str(e) if isinstance(e, StoreError | WriteFailed) else reason(e)
 
 
 class BatchRuns:
@@ -171,8 +229,15 @@ class BatchRuns:
         if run is not None:
             run.cancel()
 
+    def shown(self, row: dict) -> dict:
+        """A batch's row as the API shows it: with a failure its thread could not record yet."""
+        with self._lock:
+            run = self._runs.get(row["id"])
+        failure = run.failure if run is not None else None
+        return {**row, **failure} if failure else row
+
     def counts(self) -> tuple[int, int]:
         """(batches running, their requests not finished yet)."""
         with self._lock:
-            live = [r for r in self._runs.values() if r.thread.is_alive()]
+            live = [r for r in self._runs.values() if r.thread.is_alive() and r.failure is None]
         return len(live), sum(r.left() for r in live)

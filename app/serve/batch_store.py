@@ -3,19 +3,29 @@ killed and started again finds every batch where it was, and resumes the unfinis
 
 File contents live beside the database as plain files (a batch input can be
 hundreds of MB); the database holds their metadata and every batch's state.
+
+The folder is checked when the store opens, before the server loads a model:
+a damaged database, one that is not this server's, or a folder that cannot be
+written (read-only, full) is one StoreError line, never a traceback and never
+a server that starts and then fails every batch it resumes. Later, a disk
+that fills or fails under a request is a StoreError too: the route answers
+503 and the server goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from app import atomic_file
+from app.errors import LlamaDeskError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -28,12 +38,37 @@ CREATE TABLE IF NOT EXISTS batches (
   cancelling_at INTEGER, cancelled_at INTEGER, output_file_id TEXT, error_file_id TEXT,
   total INTEGER NOT NULL DEFAULT 0, completed INTEGER NOT NULL DEFAULT 0,
   failed INTEGER NOT NULL DEFAULT 0, errors TEXT, metadata TEXT);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
+FILE_FIELDS = ("id", "purpose", "filename", "bytes", "created_at", "path")
 BATCH_FIELDS = ("id", "input_file_id", "endpoint", "completion_window", "status", "created_at",
                 "in_progress_at", "finalizing_at", "completed_at", "failed_at", "cancelling_at",
                 "cancelled_at", "output_file_id", "error_file_id", "total", "completed", "failed",
                 "errors", "metadata")
+
+
+class StoreError(LlamaDeskError):
+    """The server's data folder cannot be used: one line saying which file and why."""
+
+
+def reason(e: BaseException) -> str:
+    """An OSError's or SQLite's own words, without the errno prefix."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or type(e).__name__
+
+
+def _printable(v):
+    """A stored value as JSON can answer it: a lone surrogate kept by an older server (before
+    metadata was checked) becomes its escape instead of failing every listing."""
+    if isinstance(v, str):
+        return v.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(v, dict):
+        return {_printable(k): _printable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_printable(x) for x in v]
+    return v
 
 
 class BatchStore:
@@ -41,12 +76,56 @@ class BatchStore:
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
-        (self.folder / "files").mkdir(parents=True, exist_ok=True)
-        (self.folder / "journals").mkdir(parents=True, exist_ok=True)
+        self.db_path = self.folder / "serve.db"
         self._lock = threading.Lock()
-        self.db = sqlite3.connect(self.folder / "serve.db", check_same_thread=False, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(SCHEMA)
+        try:
+            for sub in ("files", "journals"):
+                (self.folder / sub).mkdir(parents=True, exist_ok=True)
+                _probe(self.folder / sub)
+        except OSError as e:
+            raise StoreError(f"the server's data folder {self.folder} cannot be written ({reason(e)})") \
+                from None
+        try:
+            self.db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.db_path}: cannot open the server's database ({reason(e)})") from None
+        try:
+            self._check()
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _check(self) -> None:
+        """A database that is this server's, whole, and writable, or StoreError."""
+        where = f"{self.db_path}: "
+        aside = "; move it aside to start with an empty one"
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(SCHEMA)
+            ok = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
+            cols = {t: {r[1] for r in self.db.execute(f"PRAGMA table_info({t})")}
+                    for t in ("files", "batches")}
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{where}not a usable server database ({reason(e)}){aside}") from None
+        if ok != "ok":
+            raise StoreError(f"{where}the database is damaged ({ok}){aside}")
+        for table, want in (("files", FILE_FIELDS), ("batches", BATCH_FIELDS)):
+            missing = [c for c in want if c not in cols[table]]
+            if missing:
+                raise StoreError(f"{where}its {table} table lacks {', '.join(missing)}: not a LlamaDesk "
+                                 f"server database{aside}")
+        try:  # a real write: a read-only database or folder only says so when written
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('opened_at', ?)", (str(int(time.time())),))
+        except sqlite3.Error as e:
+            raise StoreError(f"{where}cannot be written ({reason(e)})") from None
+
+    @contextlib.contextmanager
+    def _db(self, doing: str) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                yield self.db
+            except sqlite3.Error as e:
+                raise StoreError(f"{self.db_path}: could not {doing} ({reason(e)})") from None
 
     def close(self) -> None:
         with self._lock:
@@ -59,65 +138,65 @@ class BatchStore:
         fid = f"file-{uuid.uuid4().hex[:24]}"
         path = self.folder / "files" / fid
         pieces = [data] if isinstance(data, bytes) else data
-        with atomic_file.replacing_fd(path) as fd:
-            size = sum(atomic_file.write_all(fd, piece) for piece in pieces)
+        try:
+            with atomic_file.replacing_fd(path) as fd:
+                size = sum(atomic_file.write_all(fd, piece) for piece in pieces)
+        except OSError as e:
+            raise StoreError(f"could not store {filename!r} in {path.parent} ({reason(e)})") from None
         row = (fid, purpose, filename, size, int(time.time()), str(path))
-        with self._lock:
+        with self._db("record the file"):
             self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?)", row)
-        return self.file(fid)
+        found = self.file(fid)
+        assert found is not None  # just inserted
+        return found
 
     def file(self, fid: str) -> dict | None:
-        with self._lock:
-            r = self.db.execute("SELECT id, purpose, filename, bytes, created_at, path FROM files WHERE id=?",
-                                (fid,)).fetchone()
-        if r is None:
-            return None
-        return dict(zip(("id", "purpose", "filename", "bytes", "created_at", "path"), r))
+        with self._db("read a file's record"):
+            r = self.db.execute(f"SELECT {', '.join(FILE_FIELDS)} FROM files WHERE id=?", (fid,)).fetchone()
+        return None if r is None else dict(zip(FILE_FIELDS, r))
 
     def files(self) -> list[dict]:
-        with self._lock:
-            ids = [r[0] for r in self.db.execute("SELECT id FROM files ORDER BY created_at DESC, id")]
-        return [self.file(i) for i in ids]
+        with self._db("list the files"):
+            rows = self.db.execute(f"SELECT {', '.join(FILE_FIELDS)} FROM files ORDER BY created_at DESC, "
+                                   "rowid DESC").fetchall()
+        return [dict(zip(FILE_FIELDS, r)) for r in rows]
 
     # -- batches --------------------------------------------------------------
     def add_batch(self, input_file_id: str, endpoint: str, window: str, metadata: dict | None) -> dict:
         bid = f"batch_{uuid.uuid4().hex[:24]}"
-        with self._lock:
+        with self._db("record the batch"):
             self.db.execute("INSERT INTO batches (id, input_file_id, endpoint, completion_window, status, "
                             "created_at, metadata) VALUES (?,?,?,?,?,?,?)",
                             (bid, input_file_id, endpoint, window, "validating", int(time.time()),
                              json.dumps(metadata) if metadata else None))
-        return self.batch(bid)
+        found = self.batch(bid)
+        assert found is not None  # just inserted
+        return found
 
     def update(self, bid: str, **fields) -> None:
         """`errors`, if given, is OpenAI's errors list (protocol.batch_errors), kept as JSON text."""
         if fields.get("errors") is not None:
             fields["errors"] = json.dumps(fields["errors"])
         cols = ", ".join(f"{k}=?" for k in fields)
-        with self._lock:
+        with self._db(f"update {bid}"):
             self.db.execute(f"UPDATE batches SET {cols} WHERE id=?", (*fields.values(), bid))
 
     def count(self, bid: str, ok: bool) -> None:
         col = "completed" if ok else "failed"
-        with self._lock:
+        with self._db(f"count a result of {bid}"):
             self.db.execute(f"UPDATE batches SET {col}={col}+1 WHERE id=?", (bid,))
 
     def batch(self, bid: str) -> dict | None:
-        with self._lock:
+        with self._db(f"read {bid}"):
             r = self.db.execute(f"SELECT {', '.join(BATCH_FIELDS)} FROM batches WHERE id=?",
                                 (bid,)).fetchone()
-        if r is None:
-            return None
-        b = dict(zip(BATCH_FIELDS, r))
-        b["errors"] = json.loads(b["errors"]) if b["errors"] else None
-        b["metadata"] = json.loads(b["metadata"]) if b["metadata"] else None
-        return b
+        return None if r is None else _batch(r)
 
     def batches(self) -> list[dict]:
-        with self._lock:
-            rows = self.db.execute("SELECT id FROM batches ORDER BY created_at DESC, rowid DESC")
-            ids = [r[0] for r in rows]
-        return [self.batch(i) for i in ids]
+        with self._db("list the batches"):
+            rows = self.db.execute(f"SELECT {', '.join(BATCH_FIELDS)} FROM batches "
+                                   "ORDER BY created_at DESC, rowid DESC").fetchall()
+        return [_batch(r) for r in rows]
 
     def unfinished(self) -> list[dict]:
         return [b for b in self.batches() if b["status"] in UNFINISHED]
@@ -125,3 +204,22 @@ class BatchStore:
     def journal_path(self, bid: str) -> Path:
         return self.folder / "journals" / f"{bid}.jsonl"
 
+
+def _batch(r: tuple) -> dict:
+    b = dict(zip(BATCH_FIELDS, r))
+    b["errors"] = _printable(json.loads(b["errors"])) if b["errors"] else None
+    b["metadata"] = _printable(json.loads(b["metadata"])) if b["metadata"] else None
+    return b
+
+
+def _probe(folder: Path) -> None:
+    """Write, sync and remove a small file in `folder`: a read-only or full file system, or a
+    size limit, says so now rather than at a batch's first result."""
+    fd, tmp = atomic_file.temp_beside(folder / "probe")
+    try:
+        atomic_file.write_all(fd, b"\n" * 4096)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -5,12 +5,21 @@ unique across batches); its events and its final RequestDone are handed to
 the callback it came with, on the engine thread. Online requests are bounded:
 past `max_waiting` queued, `submit_online` refuses, and the API answers 429
 instead of letting memory grow without end.
+
+An online chat request's prompt is rendered and tokenized on a thread of its
+own (`llamadesk-serve-tokenize`) before it reaches the engine: half a
+megabyte of messages takes the tokenizer a good part of a second, and on the
+engine thread every other client's stream would wait that long for its next
+token. llama.cpp's tokenizer reads only the weights' vocabulary, so it runs
+beside the engine's decoding.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
+import queue
 import threading
 import time
 from collections import deque
@@ -18,12 +27,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.batch.engine import BatchEngine
-from app.batch.types import BatchProgress, RequestDone, RequestStarted, SlotRequest, SlotResult
+from app.batch.types import BatchProgress, RequestDone, RequestStarted, SlotRequest, SlotResult, SlotStats
+from app.engine.errors import EngineError
 from app.engine.loader import LoadedModel
 
+log = logging.getLogger("llamadesk.serve")
 TTFT_WINDOW_S = 60.0
 Sink = Callable[[object], None]  # receives engine events, then the RequestDone
 _ids = itertools.count(1)
+
+
+def _built(toks: list[int]) -> Callable[[int, Callable], list[int]]:
+    """A prompt builder that hands the engine tokens made already: the engine then decodes them
+    with its prompt format's stop strings, as if it had rendered the messages itself."""
+    return lambda _slot_ctx, _to_tokens: toks
 
 
 class Busy(Exception):
@@ -90,6 +107,12 @@ class ServeEngine:
         self._ready.wait()
         if self._error is not None:
             raise self._error
+        self._to_tokenize: queue.Queue[SlotRequest | None] = queue.Queue()
+        self._dropped: set[str] = set()  # cancelled while their prompt was being tokenized
+        self._tokenizing: set[str] = set()
+        self.tokenizer = threading.Thread(target=self._tokenize_loop, name="llamadesk-serve-tokenize",
+                                          daemon=True)
+        self.tokenizer.start()
 
     @property
     def slot_ctx(self) -> int:
@@ -113,9 +136,11 @@ class ServeEngine:
 
     def close(self) -> None:
         self._stop.set()
+        self._to_tokenize.put(None)
         if self.engine is not None:
             self.engine.cancel()
         self.thread.join(30)
+        self.tokenizer.join(5)
 
     # -- any thread -----------------------------------------------------------
     def submit_online(self, req: SlotRequest, sink: Sink) -> str:
@@ -126,8 +151,14 @@ class ServeEngine:
             self._waiting += 1
             req.custom_id = f"o{next(_ids)}"
             self._sinks[req.custom_id] = sink
+            tokenize = req.prompt_tokens is None and req.build_prompt is None
+            if tokenize:
+                self._tokenizing.add(req.custom_id)
         req.on_event = sink
-        self.engine.submit_online(req)
+        if tokenize:
+            self._to_tokenize.put(req)
+        else:
+            self.engine.submit_online(req)
         return req.custom_id
 
     def submit_batch(self, reqs: list[SlotRequest], sink: Sink) -> list[str]:
@@ -144,8 +175,34 @@ class ServeEngine:
         A request that already ended is left alone (the engine would remember its id forever)."""
         with self._lock:
             pending = rid in self._sinks
+            if rid in self._tokenizing:
+                self._dropped.add(rid)
+                return
         if pending:
             self.engine.cancel_request(rid)
+
+    # -- the tokenizer thread -------------------------------------------------
+    def _tokenize_loop(self) -> None:
+        while (req := self._to_tokenize.get()) is not None:
+            error = None
+            try:
+                toks = self.engine.to_tokens(req.messages, req.settings.preamble)
+            except (EngineError, ValueError) as e:
+                error = str(e)
+            except Exception as e:  # this thread serves every chat request: it must not die
+                log.exception("tokenizing a prompt failed")
+                error = f"tokenizing the prompt failed: {type(e).__name__}"
+            with self._lock:
+                self._tokenizing.discard(req.custom_id)
+                dropped = req.custom_id in self._dropped
+                self._dropped.discard(req.custom_id)
+            if dropped or error is not None:
+                st = SlotStats(stop_reason="cancelled" if dropped else "error", online=True, error=error,
+                               error_kind=None if dropped else "invalid_request")
+                self._on_event(RequestDone(SlotResult(req.custom_id, "", st)))
+                continue
+            req.build_prompt = _built(toks)
+            self.engine.submit_online(req)
 
     # -- the engine thread ----------------------------------------------------
     def _on_event(self, ev) -> None:
@@ -169,12 +226,11 @@ class ServeEngine:
                 sink = self._sinks.pop(res.custom_id, None)
                 if res.custom_id.startswith("o") and res.stats.slot_start is None:
                     self._waiting -= 1  # ended before it got a slot (refused, or cancelled queued)
-            st = res.stats
-            now = time.time()
-            self.stats.recent = [*self.stats.recent[-49:], (now, res.custom_id, st.ttft_from_queue_s,
-                                                            st.decode_tok_s, st.online)]
-            if st.online and st.ttft_from_queue_s is not None:
-                self.stats.took(self._ttfts, now, st.ttft_from_queue_s)
+                st = res.stats  # the engine's thread and the tokenizer's both end requests
+                done = (time.time(), res.custom_id, st.ttft_from_queue_s, st.decode_tok_s, st.online)
+                self.stats.recent = [*self.stats.recent[-49:], done]
+                if st.online and st.ttft_from_queue_s is not None:
+                    self.stats.took(self._ttfts, done[0], st.ttft_from_queue_s)
             if self.on_result is not None:
                 self.on_result(res)
             if sink is not None:

@@ -4,25 +4,34 @@ An upload can be 200 MB, and the event loop it would stall carries every
 token of every open stream. So an upload is spooled to disk as it arrives,
 checked and stored in a worker thread, and a file's content is streamed from
 disk; the store's SQLite is reached from a worker thread too.
+
+An upload is exactly a `purpose` and a `file`: another form field (OpenAI's
+`expires_after`, say) is refused, not dropped, since this server would not
+honour it. A file whose content went missing from the disk (someone cleaned
+the data folder) is a 404 naming it, not a crash in the middle of an answer:
+the content is opened before the answer starts, and streamed from that
+descriptor.
 """
 
 from __future__ import annotations
 
 import codecs
+import os
 from collections.abc import Iterator
 from typing import Annotated, BinaryIO
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 
-from app.serve.batch_store import BatchStore
-from app.serve.http import ApiError, bad, not_found, read_form
+from app.serve.batch_store import BatchStore, reason
+from app.serve.http import ApiError, bad, not_found, only_query, page, printable, read_form
 from app.serve.protocol import file_list, file_object
 
 MAX_FILE = 200 * 1024 * 1024
 PIECE = 1024 * 1024
+FORM_FIELDS = ("purpose", "file")
 router = APIRouter()
 
 
@@ -57,6 +66,23 @@ def _keep(store: BatchStore, up: UploadFile) -> dict:
     return store.add_file("batch", up.filename or "upload.jsonl", _checked(up.file))
 
 
+def _upload(form: FormData) -> UploadFile:
+    """The one file of an upload with purpose "batch", or the refusal naming the field."""
+    for name in form:
+        if name not in FORM_FIELDS:
+            raise ApiError(400, f"Unrecognized form field: {printable(name)} (an upload here takes "
+                                f"{' and '.join(FORM_FIELDS)})", name, "unknown_parameter")
+    for name in FORM_FIELDS:
+        if len(form.getlist(name)) > 1:
+            raise bad(name, f"{name} is given {len(form.getlist(name))} times; an upload takes one")
+    purpose, up = form.get("purpose"), form.get("file")
+    if purpose != "batch":
+        raise bad("purpose", "purpose must be 'batch' (the only files this server keeps)")
+    if up is None or isinstance(up, str):
+        raise bad("file", "a file upload is required (multipart field 'file')")
+    return up
+
+
 async def _found(store: BatchStore, fid: str) -> dict:
     row = await run_in_threadpool(store.file, fid)
     if row is None:
@@ -66,30 +92,51 @@ async def _found(store: BatchStore, fid: str) -> dict:
 
 @router.post("/v1/files")
 async def upload(request: Request, store: Store):
+    only_query(request)
     too_large = ApiError(413, f"the file is over {MAX_FILE} bytes", "file", "file_too_large")
     form = await read_form(request, MAX_FILE, too_large)
     try:
-        purpose, up = form.get("purpose"), form.get("file")
-        if purpose != "batch":
-            raise bad("purpose", "purpose must be 'batch' (the only files this server keeps)")
-        if up is None or isinstance(up, str):
-            raise bad("file", "a file upload is required (multipart field 'file')")
-        row = await run_in_threadpool(_keep, store, up)
+        row = await run_in_threadpool(_keep, store, _upload(form))
     finally:
         await form.close()
     return JSONResponse(file_object(row))
 
 
 @router.get("/v1/files")
-async def list_files(store: Store):
-    return JSONResponse(file_list(await run_in_threadpool(store.files)))
+async def list_files(request: Request, store: Store, limit: int = 100, after: str | None = None,
+                     purpose: str | None = None, order: str = "desc"):
+    only_query(request, "limit", "after", "purpose", "order")
+    if order not in ("asc", "desc"):
+        raise bad("order", "order must be 'asc' or 'desc'")
+    rows = [r for r in await run_in_threadpool(store.files) if purpose is None or r["purpose"] == purpose]
+    listed, more = page(rows if order == "desc" else rows[::-1], limit, after, "file")
+    return JSONResponse({**file_list(listed), "has_more": more})
 
 
 @router.get("/v1/files/{fid}")
-async def get_file(fid: str, store: Store):
+async def get_file(request: Request, fid: str, store: Store):
+    only_query(request)
     return JSONResponse(file_object(await _found(store, fid)))
 
 
+def _pieces(f: BinaryIO) -> Iterator[bytes]:
+    with f:
+        while piece := f.read(PIECE):
+            yield piece
+
+
+def _open(path: str, fid: str) -> tuple[BinaryIO, int]:
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise ApiError(404, f"the content of {fid} is no longer on the server's disk ({reason(e)})", "id",
+                       "not_found") from None
+    return f, os.fstat(f.fileno()).st_size
+
+
 @router.get("/v1/files/{fid}/content")
-async def file_content(fid: str, store: Store):
-    return FileResponse((await _found(store, fid))["path"], media_type="application/jsonl")
+async def file_content(request: Request, fid: str, store: Store):
+    only_query(request)
+    f, size = await run_in_threadpool(_open, (await _found(store, fid))["path"], fid)
+    return StreamingResponse(_pieces(f), media_type="application/jsonl",
+                             headers={"content-length": str(size)})

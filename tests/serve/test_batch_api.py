@@ -128,3 +128,32 @@ def test_an_answer_holding_a_unicode_line_separator_stays_one_record(client):
     assert done.status == "completed", done.errors
     out = client.files.content(done.output_file_id).text.split("\n")
     assert sorted(json.loads(s)["custom_id"] for s in out if s) == ["req\u20280\x85", "req\u20281\x85"]
+
+
+def test_a_batch_file_is_read_as_the_batch_api_specifies_every_other_line_an_error_record(serve):
+    from tests.serve.harness import request_line, run_batch
+
+    no_method = json.loads(request_line("no-method"))
+    del no_method["method"]
+    extra = {**json.loads(request_line("extra")), "priority": "high"}
+    lines = ["# requests for the colour survey", request_line("r1"), request_line("other", model="gpt-4o"),
+             json.dumps(extra), json.dumps(no_method), '"Name a river."', request_line("r2")]
+    b, out, err = run_batch(serve.base, ("\n".join(lines) + "\n").encode())
+    assert b["status"] == "completed"
+    assert sorted(o["custom_id"] for o in out) == ["r1", "r2"]  # answered under their own ids
+    counts = b["request_counts"]
+    assert (counts["total"], counts["completed"], counts["failed"]) == (7, 2, 5)
+    by_id = {e["custom_id"]: e["error"]["message"] for e in err}
+    assert "'gpt-4o' does not exist" in by_id["other"] and MODEL_ID in by_id["other"]
+    assert "unknown field 'priority'" in by_id["extra"] and "missing method" in by_id["no-method"]
+    assert sum(m.startswith("line 1: malformed JSON") for m in by_id.values()) == 1  # the comment
+    assert sum(m.startswith("line 6: expected a JSON object") for m in by_id.values()) == 1
+
+
+def test_a_csv_file_answers_no_row_as_a_prompt(serve):
+    from tests.serve.harness import run_batch
+
+    csv = b"custom_id,prompt\nq1,Name a river\nq2,Name a mountain\n"
+    b, out, err = run_batch(serve.base, csv, "questions.csv")
+    assert b["status"] == "completed" and out == [] and b["output_file_id"] is None
+    assert len(err) == 3 and all("malformed JSON" in e["error"]["message"] for e in err)
