@@ -2,14 +2,19 @@
 localhost port, llama.cpp's cached tools, and a process that is healthy before it is used.
 
 The child's output goes to a log file, never to an undrained pipe: llama-server logs every
-request, and a full pipe would stall the very server being measured.
+request, and a full pipe would stall the very server being measured. On Linux the child is
+also told to end when the process that started it ends, however that ends: a benchmark
+killed by a test's timeout left its servers running, and they slowed every later run.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from functools import cached_property
@@ -18,6 +23,11 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _end_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the parent dies (prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
 
 
 def free_port() -> int:
@@ -49,7 +59,8 @@ class ServerProcess:
         fd, log = tempfile.mkstemp(prefix=f"llamadesk-server-{port}-", suffix=".log")
         self.log = Path(log)
         self._logf = os.fdopen(fd, "wb")
-        self.proc = subprocess.Popen(args, stdout=self._logf, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(args, stdout=self._logf, stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=_end_with_parent if sys.platform == "linux" else None)
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:

@@ -40,8 +40,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                            "the prompt cache by an earlier one, against no system prompt (3 alternating "
                            "rounds; a private cache folder); print cold_start_ttft_ratio")
     mode.add_argument("--serve", action="store_true",
-                      help="`llamadesk serve` under 1, 4, 8 and 16 streaming clients against llama.cpp's "
-                           "llama-server (same model, slots and context), and online TTFT during a batch")
+                      help="a serving benchmark in vLLM's terms (TTFT, TPOT, ITL, E2EL at p50/p90/p99, "
+                           "throughput, goodput): `llamadesk serve` against llama.cpp's llama-server (same "
+                           "model, slots and context) on a chat and a completion load, and online TTFT "
+                           "during a batch; with --endpoint, any OpenAI-compatible server")
     mode.add_argument("--structured", action="store_true",
                       help="replies held to 44 JSON schemas: valid share, mask and compile time, decode "
                            "ratio, LlamaDesk's LLGuidance path against llama.cpp's GBNF in the same run")
@@ -52,9 +54,54 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="with --gui: ask for a reply full of code blocks, lists and tables (an earlier "
                         "turn shows the model one) instead of a story, and count what it held")
     p.add_argument("--messages", type=int, default=10_000, metavar="N", help="with --store (default 10000)")
+    _add_serve_args(p)
     add_model_args(p)
     add_endpoint_args(p)  # --endpoint: the remote server's TTFT, decode and throughput at 1, 4, 8 at once
     return p
+
+
+def _add_serve_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("with --serve")
+    g.add_argument("--concurrency", type=_counts, default=None, metavar="N,N,...",
+                   help="closed-loop clients, one run each (default 1,4,8,16; none with --request-rate "
+                        "alone)")
+    g.add_argument("--request-rate", type=_rates, default=(), metavar="R,R,...",
+                   help="requests per second, Poisson arrivals, one run each ('inf' needs --max-concurrency)")
+    g.add_argument("--max-concurrency", type=int, metavar="N", help="cap on requests in flight in a rate run")
+    g.add_argument("--burstiness", type=float, default=1.0, metavar="F",
+                   help="gamma shape of the arrival gaps: 1 is Poisson, lower is burstier (default 1)")
+    g.add_argument("--num-prompts", type=int, metavar="N",
+                   help="requests a run (default: 2 a client, at least 4; 8 s of arrivals at a rate)")
+    g.add_argument("--dataset", choices=("chat", "completion"), default="chat",
+                   help="with --endpoint: a shared system prompt and a different question each (chat, "
+                        "default), or the same raw text to /completions; without it both run")
+    g.add_argument("--goodput", nargs="+", metavar="NAME:MS",
+                   help="SLOs for goodput, as vLLM's: ttft:MS, tpot:MS, e2el:MS")
+    g.add_argument("--parallel", type=int, default=16, metavar="N",
+                   help="slots of both servers, without --endpoint (default 16)")
+    g.add_argument("--result-dir", metavar="DIR",
+                   help="with --endpoint: also write each run to DIR, as `vllm bench serve --save-result` "
+                        "does")
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        got = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected whole numbers, comma separated") from None
+    if not got or any(n < 1 or n > 4096 for n in got):
+        raise argparse.ArgumentTypeError(f"{text!r}: each must be 1 to 4096")
+    return got
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    try:
+        got = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers (or inf), comma separated") from None
+    if not got or any(not r > 0 for r in got):
+        raise argparse.ArgumentTypeError(f"{text!r}: each rate must be above 0")
+    return got
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown and not args.gui:
         raise ValueError("--markdown chooses the reply of --gui: give --gui too")
     result = _bench(args)
-    if args.json:
+    if args.serve:
+        _print_serve(result, args.json)
+    elif args.json:
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")
     else:
@@ -78,8 +127,10 @@ def _bench(args: argparse.Namespace) -> dict:
     check_range("--tokens", args.tokens, 2, 1_000_000)
     check_range("--rounds", args.rounds, 1, 1000)
     endpoint = endpoint_from_args(args)
+    if args.serve:
+        return _serve(args, endpoint)
     if endpoint is not None:
-        if (args.store or args.batch or args.quality or args.cold_start or args.gui or args.serve or args.fit
+        if (args.store or args.batch or args.quality or args.cold_start or args.gui or args.fit
                 or args.structured):
             raise ValueError("--endpoint measures the server on its own: give no other benchmark mode")
         from app.bench.remote import run_remote_bench
@@ -93,11 +144,6 @@ def _bench(args: argparse.Namespace) -> dict:
         from app.bench.fit import run_fit_bench
 
         return run_fit_bench(args.model)
-    if args.serve:
-        from app.bench.serve import run_serve_bench
-
-        return run_serve_bench(args.model, tokens=min(args.tokens, 64), threads=args.threads,
-                               flash_attn=args.flash_attn)
     if args.store:
         from app.bench.store import run as run_store_bench
 
@@ -121,3 +167,51 @@ def _bench(args: argparse.Namespace) -> dict:
     from app.bench.engine import run_engine_bench
 
     return run_engine_bench(args.model, load_options(args), args.tokens, args.rounds)
+
+
+def _serve(args: argparse.Namespace, endpoint) -> dict:
+    """--serve: the two servers compared, or (--endpoint) the sweep against that one server."""
+    from app.bench.serving import parse_goodput
+
+    goodput = parse_goodput(args.goodput)
+    check_range("--parallel", args.parallel, 1, 255)
+    if args.max_concurrency is not None:
+        check_range("--max-concurrency", args.max_concurrency, 1, 4096)
+    if args.num_prompts is not None:
+        check_range("--num-prompts", args.num_prompts, 1, 1_000_000)
+    if not args.burstiness > 0:
+        raise ValueError(f"--burstiness must be above 0, got {args.burstiness}")
+    if any(r == float("inf") for r in args.request_rate) and args.max_concurrency is None:
+        raise ValueError("--request-rate inf sends every request at once: give --max-concurrency too")
+    levels = args.concurrency or (() if args.request_rate else (1, 4, 8, 16))
+    if endpoint is None:
+        from app.bench.serve import run_serve_bench
+
+        if not levels:
+            raise ValueError("without --endpoint the comparison needs concurrency levels: give --concurrency")
+        return run_serve_bench(args.model, slots=args.parallel, tokens=min(args.tokens, 64),
+                               threads=args.threads, flash_attn=args.flash_attn, levels=levels,
+                               rates=args.request_rate, goodput=goodput)
+    from app.bench.serve_load import run_endpoint_serve
+
+    return run_endpoint_serve(endpoint.base_url, endpoint.api_key, args.remote_model, args.dataset,
+                              min(args.tokens, 4096), levels, args.request_rate,
+                              max_concurrency=args.max_concurrency, num_prompts=args.num_prompts,
+                              goodput=goodput, burstiness=args.burstiness, result_dir=args.result_dir)
+
+
+def _print_serve(result: dict, as_json: bool) -> None:
+    """The comparison: one JSON object (or its tables). Against an endpoint: one vLLM result
+    object a line (JSON Lines: a single run is exactly one `vllm bench serve` result file)."""
+    from app.bench.serve_report import comparison, table
+
+    runs = result.get("runs")
+    if as_json:
+        for obj in runs if runs is not None else [result]:
+            json.dump(obj, sys.stdout)
+            sys.stdout.write("\n")
+    elif runs is not None:
+        print(table(runs, f"{result['endpoint']} · {result['model']} · {result['dataset']} · TPOT excludes "
+                          "the first token (vLLM's definition)"))
+    else:
+        print(comparison(result))
