@@ -15,26 +15,21 @@ import numpy as np
 
 from app.engine.errors import ContextOverflowError, EngineError
 from app.engine.loader import LoadedModel
+from app.engine.own_context import OwnContext
 
 DEFAULT_CTX = 2048
 
 
-class Embedder:
+def _for_embeddings(p) -> None:
+    p.n_batch = p.n_ubatch = p.n_ctx  # mean pooling sees the whole input in one ubatch
+    p.embeddings = True
+    p.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_MEAN
+
+
+class Embedder(OwnContext):
     def __init__(self, model: LoadedModel, n_ctx: int = DEFAULT_CTX):
-        p = llama_cpp.llama_context_params.from_buffer_copy(model.llm.context_params)
-        p.n_ctx = n_ctx
-        p.n_batch = p.n_ubatch = n_ctx  # mean pooling sees the whole input in one ubatch
-        p.n_seq_max = 1
-        p.embeddings = True
-        p.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_MEAN
-        p.no_perf = True
-        self.model = model
-        self.ctx = llama_cpp.llama_init_from_model(model.llm.model, p)
-        if not self.ctx:
-            raise EngineError(f"could not create an embeddings context of {n_ctx} tokens (memory?)")
-        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        super().__init__(model, n_ctx, "an embeddings", _for_embeddings)
         self.dim = llama_cpp.llama_model_n_embd(model.llm.model)
-        self._batch = llama_cpp.llama_batch_init(self.n_ctx, 0, 1)
 
     def tokenize(self, text: str) -> list[int]:
         return self.model.llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
@@ -46,15 +41,8 @@ class Embedder:
         if len(tokens) > self.n_ctx:
             raise ContextOverflowError(f"the input is {len(tokens)} tokens; embeddings take at most "
                                        f"{self.n_ctx}")
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.ctx), True)
-        b = self._batch
-        for i, tok in enumerate(tokens):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = tok, i, 1, 1
-            b.seq_id[i][0] = 0
-        b.n_tokens = len(tokens)
-        rc = llama_cpp.llama_decode(self.ctx, b)
-        if rc != 0:
-            raise EngineError(f"llama_decode failed computing an embedding (code {rc})")
+        self.clear()
+        self.decode(tokens, 0, "computing an embedding")
         ptr = llama_cpp.llama_get_embeddings_seq(self.ctx, 0)
         if not ptr:
             raise EngineError("llama.cpp returned no pooled embedding")
@@ -64,11 +52,3 @@ class Embedder:
             if norm > 0:
                 vec /= norm
         return vec
-
-    def close(self) -> None:
-        if self._batch is not None:
-            llama_cpp.llama_batch_free(self._batch)
-            self._batch = None
-        if self.ctx:
-            llama_cpp.llama_free(self.ctx)
-            self.ctx = None

@@ -9,8 +9,10 @@ into token text.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
+import llama_cpp
 import numpy as np
 
 MAX_TOP = 20  # OpenAI's own bound on top_logprobs
@@ -41,3 +43,20 @@ def top_of(row: np.ndarray, lse: float, k: int) -> tuple[tuple[int, float], ...]
 def at(row: np.ndarray, token: int, k: int) -> TokenLogprob:
     lse = log_normalizer(row)
     return TokenLogprob(token, float(row[token]) - lse, top_of(row, lse, k))
+
+
+class Pieces:
+    """Token ids to the bytes each stands for, as a client reading logprobs sees a token: its own
+    piece, never merged with its neighbours (a multi-byte character may span two tokens)."""
+
+    def __init__(self, llm):
+        self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        self._memo: dict[int, bytes] = {}
+
+    def __call__(self, tok: int) -> bytes:
+        got = self._memo.get(tok)
+        if got is None:
+            buf = ctypes.create_string_buffer(256)
+            n = llama_cpp.llama_token_to_piece(self._vocab, tok, buf, 256, 0, False)
+            got = self._memo[tok] = buf.raw[:max(n, 0)]
+        return got
