@@ -56,6 +56,11 @@ class Slot:
         self.first_sample: float | None = None  # the prefill ended
         self.timer = TokenTimer()
         self.stamps = array("d")  # perf_counter() of each counted token
+        # When asked: each sampled token's TokenLogprob. TextDeltas carry the counted tokens'
+        # (an end-of-generation token is not text); the result has them all.
+        self.logprobs: list = []
+        self.lp_counted = 0  # of logprobs, those of counted tokens
+        self.lp_sent = 0  # of those, carried by a TextDelta
 
     def _emit(self, ev) -> None:
         if self.req.on_event is not None:
@@ -93,11 +98,14 @@ class Slot:
         """Take one sampled token; True when the request is finished."""
         if self.first_sample is None:
             self.first_sample = now
+        if self.sampler.last is not None:
+            self.logprobs.append(self.sampler.last)
         counted = self.reader.generated
         delta = self.reader.accept(tok)
         if self.reader.generated > counted:
             self.timer.token(now)
             self.stamps.append(now)
+            self.lp_counted = len(self.logprobs)
         if delta:
             self._text(delta, now)
         if self.reader.stop_reason is not None:
@@ -115,7 +123,9 @@ class Slot:
             self.shown = True
             self._emit(FirstToken(now - self.queued_at))
         self.parts.append(delta)
-        self._emit(TextDelta(delta, self.generated, now))
+        fresh = tuple(self.logprobs[self.lp_sent:self.lp_counted])
+        self.lp_sent = self.lp_counted
+        self._emit(TextDelta(delta, self.generated, now, fresh))
 
     def finish(self, now: float, t0: float, stop_reason: str | None = None,
                error: str | None = None) -> SlotResult:
@@ -148,7 +158,8 @@ class Slot:
         if self.req.on_event is not None:
             self._emit(Finished(text, self.reply_stats(st, now)))
         gaps = [b - a for a, b in itertools.pairwise(self.stamps)]
-        return SlotResult(self.req.custom_id, text, st, self.req.line, self.req.reply_as, gaps)
+        return SlotResult(self.req.custom_id, text, st, self.req.line, self.req.reply_as, gaps,
+                          tuple(self.logprobs))
 
     def reply_stats(self, st: SlotStats, now: float) -> ReplyStats:
         """The chat gauges' record. Batched compute is shared, so these are wall times."""

@@ -101,6 +101,9 @@ class SlotResult:
     # Seconds between consecutive tokens of the reply (what /metrics' inter-token histogram
     # observes); kept off `stats`, which batch result files write whole.
     itl_s: Sequence[float] = ()
+    # Each sampled token's log-probability (app.engine.logprobs.TokenLogprob; the end-of-generation
+    # token's too), when the request asked for them.
+    logprobs: Sequence = ()
 
     @property
     def ok(self) -> bool:
