@@ -157,6 +157,11 @@ def _parse_json_line(line: int, s: str, defaults: GenerationSettings) -> InputIt
         p = parse({"model": "-", **body}, "chat", defaults)
         if p.stream:
             raise RequestError(400, "a batch line cannot stream: its answer is written whole", "stream")
+        if p.n != 1:
+            raise RequestError(400, "a batch line answers with one choice: give each its own line", "n")
+        if p.logprobs:
+            raise RequestError(400, "a batch line's output records carry no logprobs; ask online",
+                               "logprobs")
         item.model = body.get("model")
         item.request = SlotRequest(cid, p.messages or [], p.settings, line=line, reply_as=p.tools)
     except RequestError as e:

@@ -17,7 +17,7 @@ from app.engine.sampling import GenerationSettings
 
 # "developer" is what newer OpenAI SDK examples send for the system message.
 ROLES = ("system", "developer", "user", "assistant", "tool")
-FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repeat_penalty")
+FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty")
 INT_FIELDS = ("top_k", "seed")
 
 

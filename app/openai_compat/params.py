@@ -1,12 +1,14 @@
 """An OpenAI request body, checked field by field: honoured, or refused naming the parameter.
 
-Never silently ignored: a client that asks for n=3, logprobs or an image
-and gets one plain answer about nothing has been lied to. What is honoured:
-the sampling fields, stop strings, streaming, response_format (text, any
-JSON object, a JSON schema), llama-server's own `json_schema` and `grammar`,
-and tools with tool_choice and parallel_tool_calls (app.openai_compat.tools).
-A constraint is compiled here, so one that cannot be enforced is refused
-before the request queues for a slot.
+Never silently ignored: a client that asks for best_of or an image and gets
+one plain answer about nothing has been lied to. What is honoured: the
+sampling fields with OpenAI's penalties and logit_bias, stop strings,
+streaming, n choices, logprobs (and a completion's echo), prompts as text or
+token ids, response_format (text, any JSON object, a JSON schema),
+llama-server's own `json_schema` and `grammar`, and tools with tool_choice and
+parallel_tool_calls (app.openai_compat.tools). A constraint is compiled here,
+so one that cannot be enforced is refused before the request queues for a
+slot. Token ids are checked against a vocabulary by whoever knows the model.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.engine.grammar import Constraint, GrammarError, compile_grammar
+from app.engine.logprobs import MAX_TOP
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.openai_compat.errors import RequestError, bad
-from app.openai_compat.fields import is_text, messages, settings_from_body
+from app.openai_compat.fields import is_text, messages, real, settings_from_body, show, whole
 from app.openai_compat.tools import ToolCalls, parse_tools
 
 # Fields that carry no behaviour we could fail to honour; `cache_prompt` is llama-server's own:
@@ -30,6 +33,10 @@ COMMON = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p"
 CHAT = COMMON | {"messages", "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call",
                  "reasoning_effort", "modalities", "audio", "prediction", "web_search_options"}
 COMPLETION = COMMON | {"prompt", "echo", "best_of", "suffix"}
+MAX_CHOICES = 64  # n x prompts in one request: each is a slot request of its own
+MAX_BIAS = 1024  # logit_bias entries
+
+Prompt = str | list[int]  # a completion's prompt: text, or token ids taken as they are
 
 
 @dataclass
@@ -39,33 +46,113 @@ class Parsed:
     stream: bool
     include_usage: bool
     messages: list[PromptMessage] | None = None
-    prompt: str | None = None
+    prompts: list[Prompt] | None = None  # a completion's; one choice (or n) per prompt
     tools: ToolCalls | None = None  # the reply is read as tool calls (or a response)
+    n: int = 1
+    echo: bool = False  # a completion's text (and logprobs) start with its prompt's
+    generate: bool = True  # False: echo with max_tokens 0, the prompt scored and nothing written
+
+    @property
+    def logprobs(self) -> bool:
+        return self.settings.logprobs is not None
+
+    @property
+    def choices(self) -> int:
+        return self.n * (len(self.prompts) if self.prompts is not None else 1)
 
 
 def _unsupported(body: dict, allowed: set[str]) -> None:
     for k in body:
         if k not in allowed and k not in HARMLESS:
             raise RequestError(400, f"Unrecognized request argument supplied: {k}", k, "unknown_parameter")
-    n = body.get("n")
-    if n is not None and n != 1:
-        raise bad("n", "n must be 1: LlamaDesk returns one choice per request")
-    if body.get("logprobs") or body.get("top_logprobs"):
-        raise bad("logprobs", "logprobs are not supported by this server")
-    for k in ("presence_penalty", "frequency_penalty"):
-        v = body.get(k)
-        if v not in (None, 0, 0.0):
-            raise bad(k, f"{k} is not supported (use repeat_penalty, llama.cpp's own)")
-    if body.get("logit_bias"):
-        raise bad("logit_bias", "logit_bias is not supported by this server")
     for k in ("functions", "function_call", "audio", "prediction", "web_search_options", "reasoning_effort"):
         if body.get(k):
             raise bad(k, f"{k} is not supported by this server (functions: use tools)")
     if body.get("modalities") not in (None, ["text"]):
         raise bad("modalities", "only text output is supported")
-    if body.get("echo") or (body.get("best_of") not in (None, 1)) or body.get("suffix"):
-        k = "echo" if body.get("echo") else "best_of" if body.get("best_of") not in (None, 1) else "suffix"
-        raise bad(k, f"{k} is not supported by this server")
+    if body.get("best_of") not in (None, 1, body.get("n", 1)):
+        raise bad("best_of", "best_of is not supported by this server (n gives every choice)")
+    if body.get("suffix"):
+        raise bad("suffix", "suffix is not supported by this server")
+
+
+def _flag(body: dict, key: str) -> bool:
+    v = body.get(key, False)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise bad(key, f"{key} must be true or false, got {show(v)}")
+    return v
+
+
+def _count(body: dict, key: str, lo: int, hi: int) -> int | None:
+    if body.get(key) is None:
+        return None
+    try:
+        v = whole(key, body[key])
+    except ValueError as e:
+        raise bad(key, str(e)) from None
+    if not lo <= v <= hi:
+        raise bad(key, f"{key} must be between {lo} and {hi}, got {v}")
+    return v
+
+
+def logprobs_of(body: dict, kind: str) -> int | None:
+    """How many likeliest tokens to report beside each token's own log-probability; None: no
+    logprobs. Chat asks with logprobs=true and top_logprobs=k, a completion with logprobs=k."""
+    if kind == "chat":
+        asked = _flag(body, "logprobs")
+        top = _count(body, "top_logprobs", 0, MAX_TOP)
+        if top is not None and not asked:
+            raise bad("top_logprobs", "top_logprobs needs logprobs set to true")
+        return (top or 0) if asked else None
+    if isinstance(body.get("logprobs"), bool):  # a chat-style flag sent to the completions endpoint
+        raise bad("logprobs", f"logprobs must be a whole number of top tokens (0 to {MAX_TOP}) here")
+    return _count(body, "logprobs", 0, MAX_TOP)
+
+
+def logit_bias_of(body: dict) -> tuple[tuple[int, float], ...]:
+    """OpenAI's logit_bias: token ids (JSON keys, so strings) to a bias from -100 to 100."""
+    raw = body.get("logit_bias")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise bad("logit_bias", "logit_bias must map token ids to numbers from -100 to 100")
+    if len(raw) > MAX_BIAS:
+        raise bad("logit_bias", f"logit_bias takes at most {MAX_BIAS} tokens, got {len(raw)}")
+    out = []
+    for k, v in raw.items():
+        if not (isinstance(k, str) and k.isascii() and k.isdigit() and len(k) <= 9):
+            raise bad("logit_bias", f"logit_bias keys must be token ids, got {show(k)}")
+        try:
+            bias = real(f"logit_bias[{k}]", v)
+        except ValueError as e:
+            raise bad("logit_bias", str(e)) from None
+        if not -100 <= bias <= 100:
+            raise bad("logit_bias", f"logit_bias[{k}] must be between -100 and 100, got {show(v)}")
+        out.append((int(k), bias))
+    return tuple(sorted(out))
+
+
+def _ids(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(t, int) and not isinstance(t, bool)
+                                                   and t >= 0 for t in v)
+
+
+def prompts_of(raw) -> list[Prompt]:
+    """A completion's prompt: a string, a list of strings, token ids, or a list of token-id lists."""
+    if isinstance(raw, str) or _ids(raw):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw:
+        raise bad("prompt", "prompt must be a non-empty string, a list of them, token ids, or lists "
+                            "of token ids")
+    for i, x in enumerate(raw):
+        if isinstance(x, str):
+            if not x or not is_text(x):
+                raise bad("prompt", f"prompt[{i}] must be non-empty valid text")
+        elif not _ids(x):
+            raise bad("prompt", f"prompt[{i}] must be a string or a non-empty list of token ids")
+    return raw
 
 
 def _param_of(message: str) -> str:
@@ -138,9 +225,15 @@ def parse(body, kind: str, defaults: GenerationSettings) -> Parsed:
         raise bad("stream_options", "stream_options must be an object")
     if body.get("ignore_eos") is not None and not isinstance(body["ignore_eos"], bool):
         raise bad("ignore_eos", "ignore_eos must be true or false")
+    generate = True
+    if kind == "completion" and body.get("max_tokens") == 0 and _flag(body, "echo"):
+        body, generate = {**body, "max_tokens": 1}, False  # score the prompt, write nothing
+    n = _count(body, "n", 1, MAX_CHOICES) or 1
     try:
         s = settings_from_body(body, defaults)
         s.ignore_eos = bool(body.get("ignore_eos", False))
+        s.logprobs = logprobs_of(body, kind)
+        s.logit_bias = logit_bias_of(body)
         msgs = messages(body.get("messages")) if kind == "chat" else None
     except (ValueError, OverflowError) as e:
         raise bad(_param_of(str(e)), str(e).removeprefix("body.")) from None
@@ -153,12 +246,10 @@ def parse(body, kind: str, defaults: GenerationSettings) -> Parsed:
         constraint, param = tools.constraint(), "tools"
         msgs = with_tools(msgs or [], tools)
     s = replace(s, constraint=_compiled(constraint, param))
-    prompt = None
-    if kind == "completion":
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1:
-            prompt = prompt[0]
-        if not isinstance(prompt, str) or not prompt or not is_text(prompt):
-            raise bad("prompt", "prompt must be a non-empty string (one prompt per request)")
-    return Parsed(model, s, stream, bool(opts.get("include_usage")), msgs, prompt, tools)
+    prompts = prompts_of(body.get("prompt")) if kind == "completion" else None
+    p = Parsed(model, s, stream, bool(opts.get("include_usage")), msgs, prompts, tools, n,
+               _flag(body, "echo") if kind == "completion" else False, generate)
+    if p.choices > MAX_CHOICES:
+        raise bad("n", f"n x prompts is {p.choices}; one request takes at most {MAX_CHOICES} choices")
+    return p
 

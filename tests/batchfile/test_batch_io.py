@@ -247,6 +247,7 @@ def test_a_batch_file_line_goes_through_the_online_requests_checks(tmp_path):
         req("tools", "Hi", tools=[tool], tool_choice="required"),
         req("logprobs", "Hi", logprobs=True),
         req("penalty", "Hi", frequency_penalty=0.5),
+        req("n", "Hi", n=2),
         req("stream", "Hi", stream=True),
         req("image", [{"type": "image_url", "image_url": {"url": "x"}}]),
         req("dev", "Hi", messages=[{"role": "developer", "content": "Be brief."},
@@ -256,6 +257,7 @@ def test_a_batch_file_line_goes_through_the_online_requests_checks(tmp_path):
     assert by["schema"].request.settings.constraint is not None and by["schema"].error is None
     tools_req = by["tools"].request
     assert tools_req.reply_as is not None and tools_req.messages[0].role == "system"
-    assert "logprobs" in by["logprobs"].error and "frequency_penalty" in by["penalty"].error
+    assert "logprobs" in by["logprobs"].error and "n" in by["n"].error
+    assert by["penalty"].error is None and by["penalty"].request.settings.frequency_penalty == 0.5
     assert "stream" in by["stream"].error and "text only" in by["image"].error
     assert [m.role for m in by["dev"].request.messages] == ["system", "user"]
