@@ -13,19 +13,21 @@ bound to 127.0.0.1, no name or origin allowed beyond it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from app.engine.sampling import GenerationSettings
-from app.serve import batches, files, online
+from app.serve import batches, embeddings, files, online, responses
 from app.serve.batch_runs import BatchRuns
 from app.serve.batch_store import BatchStore, StoreError
 from app.serve.engine_host import ServeEngine
 from app.serve.guard import Guard, HostRule
 from app.serve.http import KeyCheck, add_error_handlers
 from app.serve.metrics import CONTENT_TYPE, ServeMetrics
+from app.serve.side_engine import SideEngine
 
 
 def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
@@ -34,11 +36,20 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
                allow_origins: Iterable[str] = ()) -> FastAPI:
     """The whole server. The Batch API is there with `store`, or with `data_dir` (a Path) to open
     one in (StoreError if it cannot be used). `bind`: the address served, for the Host check."""
-    app = FastAPI(title="LlamaDesk", docs_url=None, redoc_url=None, openapi_url=None)
+    side = SideEngine(host.model, host.slot_ctx)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        yield
+        side.close()  # its contexts go before the model they were made on
+
+    app = FastAPI(title="LlamaDesk", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     metrics = ServeMetrics(host)
     host.on_result = metrics.observe
     app.state.metrics = metrics
-    app.state.online = online.OnlineAPI(host, model_id, metrics, defaults)
+    app.state.online = online.OnlineAPI(host, model_id, metrics, defaults, side)
+    app.state.embeddings = embeddings.EmbeddingsAPI(side, model_id, host.slot_ctx)
+    app.state.responses = responses.ResponsesAPI(app.state.online)
     if api_key:
         app.add_middleware(KeyCheck, key=api_key)
     app.add_middleware(Guard, hosts=HostRule(bind, allow_hosts), origins=allow_origins)
@@ -53,6 +64,8 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     app.include_router(online.router)
+    app.include_router(embeddings.router)
+    app.include_router(responses.router)
     if store is None and data_dir is not None:
         store = BatchStore(Path(data_dir))
     if store is not None:

@@ -11,11 +11,14 @@ token costs measurable decode throughput).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
 from app.batch.types import SlotStats
 from app.openai_compat.answer import FINISH, assistant_message
 from app.openai_compat.tools import ToolCalls
+from app.serve.logprob_shapes import ChatLogprobs, CompletionLogprobs
 
 Kind = Literal["chat", "completion"]
 
@@ -63,6 +66,7 @@ class AssistantMessage(TypedDict):
 class ChatChoice(TypedDict):
     index: int
     message: AssistantMessage
+    logprobs: ChatLogprobs | None
     finish_reason: str
 
 
@@ -71,7 +75,7 @@ class TextChoice(TypedDict):
 
     index: int
     text: str
-    logprobs: None
+    logprobs: CompletionLogprobs | None
     finish_reason: str | None
 
 
@@ -91,6 +95,7 @@ class ChatDelta(TypedDict, total=False):
 class ChatChunkChoice(TypedDict):
     index: int
     delta: ChatDelta
+    logprobs: NotRequired[ChatLogprobs | None]
     finish_reason: str | None
 
 
@@ -229,10 +234,24 @@ class ErrorBody(TypedDict):
 
 
 # -- online -------------------------------------------------------------------
-def usage(st: SlotStats) -> Usage:
-    prompt, done = st.prompt_tokens or 0, st.completion_tokens or 0
+@dataclass(frozen=True)
+class Answer:
+    """One choice as it ended: its text, its slot's figures, its logprobs when asked (already in
+    the endpoint's shape), and whether its prompt's tokens are counted in usage (once per prompt,
+    however many choices share it)."""
+
+    text: str
+    stats: SlotStats
+    logprobs: ChatLogprobs | CompletionLogprobs | None = None
+    counts_prompt: bool = True
+
+
+def usage(answers: Sequence[Answer]) -> Usage:
+    prompt = sum(a.stats.prompt_tokens or 0 for a in answers if a.counts_prompt)
+    cached = sum(a.stats.cached_tokens for a in answers if a.counts_prompt)
+    done = sum(a.stats.completion_tokens or 0 for a in answers)
     return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done,
-            "prompt_tokens_details": {"cached_tokens": st.cached_tokens}}
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def timings(st: SlotStats) -> Timings:
@@ -249,56 +268,68 @@ def completion_id(kind: Kind, hex24: str) -> str:
     return f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{hex24}"
 
 
-def completion(kind: Kind, ident: str, model: str, text: str, st: SlotStats,
+def completion(kind: Kind, ident: str, model: str, answers: Sequence[Answer],
                tools: ToolCalls | None = None) -> ChatCompletion | TextCompletion:
-    """The whole answer of a request that did not stream; with `tools`, read as tool calls."""
-    finish = FINISH.get(st.stop_reason, "stop")
+    """The whole answer of a request that did not stream, a choice per answer in index order;
+    with `tools`, each read as tool calls. Timings are the first choice's."""
+    first = answers[0].stats
     if kind == "chat":
-        message, finish = assistant_message(text, tools, st.stop_reason)
+        choices: list[ChatChoice] = []
+        for i, a in enumerate(answers):
+            message, finish = assistant_message(a.text, tools, a.stats.stop_reason)
+            choices.append({"index": i, "message": message,  # type: ignore[typeddict-item]
+                            "logprobs": a.logprobs, "finish_reason": finish})  # type: ignore[typeddict-item]
         chat: ChatCompletion = {
             "id": ident, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message,  # type: ignore[typeddict-item]
-                         "finish_reason": finish}],
-            "usage": usage(st), "timings": timings(st)}
+            "choices": choices, "usage": usage(answers), "timings": timings(first)}
         return chat
     plain: TextCompletion = {
         "id": ident, "object": "text_completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-        "usage": usage(st), "timings": timings(st)}
+        "choices": [{"index": i, "text": a.text, "logprobs": a.logprobs,  # type: ignore[typeddict-item]
+                     "finish_reason": FINISH.get(a.stats.stop_reason, "stop")}
+                    for i, a in enumerate(answers)],
+        "usage": usage(answers), "timings": timings(first)}
     return plain
 
 
 def chunk(kind: Kind, ident: str, model: str, piece: str | None, finish: str | None = None,
-          role: bool = False) -> Chunk:
-    """One stream chunk: the chat's opening role chunk (`role`), a piece of text, or the finish."""
+          role: bool = False, index: int = 0,
+          logprobs: ChatLogprobs | CompletionLogprobs | None = None) -> Chunk:
+    """One stream chunk of choice `index`: the chat's opening role chunk (`role`), a piece of text
+    (with its tokens' logprobs when asked), or the finish."""
     if kind == "chat":
         delta: ChatDelta = ({"role": "assistant", "content": ""} if role
                             else {"content": piece} if piece else {})
+        choice: ChatChunkChoice = {"index": index, "delta": delta, "finish_reason": finish}
+        if logprobs is not None:
+            choice["logprobs"] = logprobs  # type: ignore[typeddict-item]
         chat: ChatCompletionChunk = {
             "id": ident, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            "choices": [choice]}
         return chat
     plain: TextCompletionChunk = {
         "id": ident, "object": "text_completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "text": piece or "", "logprobs": None, "finish_reason": finish}]}
+        "choices": [{"index": index, "text": piece or "", "logprobs": logprobs,  # type: ignore[typeddict-item]
+                     "finish_reason": finish}]}
     return plain
 
 
-def finish_chunk(kind: Kind, ident: str, model: str, st: SlotStats, finish: str | None = None) -> Chunk:
-    last = chunk(kind, ident, model, None, finish or FINISH.get(st.stop_reason, "stop"))
+def finish_chunk(kind: Kind, ident: str, model: str, st: SlotStats, finish: str | None = None,
+                 index: int = 0) -> Chunk:
+    last = chunk(kind, ident, model, None, finish or FINISH.get(st.stop_reason, "stop"), index=index)
     last["timings"] = timings(st)
     return last
 
 
-def tool_reply_chunks(ident: str, model: str, text: str, tools: ToolCalls,
-                      st: SlotStats) -> tuple[list[ChatCompletionChunk], str]:
+def tool_reply_chunks(ident: str, model: str, text: str, tools: ToolCalls, st: SlotStats,
+                      index: int = 0) -> tuple[list[ChatCompletionChunk], str]:
     """A tool-format reply streamed as OpenAI streams one: the content, or per call a delta naming
     it and one carrying its arguments; and the finish_reason for the last chunk."""
     message, finish = assistant_message(text, tools, st.stop_reason)
 
     def one(delta: ChatDelta) -> ChatCompletionChunk:
         return {"id": ident, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                "choices": [{"index": index, "delta": delta, "finish_reason": None}]}
 
     out = [one({"content": message["content"]})] if message.get("content") else []
     for i, call in enumerate(message.get("tool_calls", ())):
@@ -309,17 +340,21 @@ def tool_reply_chunks(ident: str, model: str, text: str, tools: ToolCalls,
     return out, finish
 
 
-def usage_chunk(kind: Kind, ident: str, model: str, st: SlotStats) -> Chunk:
+def usage_chunk(kind: Kind, ident: str, model: str, answers: Sequence[Answer]) -> Chunk:
     """stream_options.include_usage's extra chunk: no choices, the usage."""
     tail = chunk(kind, ident, model, None)
     tail["choices"] = []
-    tail["usage"], tail["timings"] = usage(st), timings(st)
+    tail["usage"], tail["timings"] = usage(answers), timings(answers[0].stats)
     return tail
 
 
+def model_object(model_id: str, created: int, n_ctx: int) -> Model:
+    return {"id": model_id, "object": "model", "created": created, "owned_by": "llamadesk",
+            "meta": {"n_ctx": n_ctx}}
+
+
 def model_list(model_id: str, created: int, n_ctx: int) -> ModelList:
-    return {"object": "list", "data": [{"id": model_id, "object": "model", "created": created,
-                                        "owned_by": "llamadesk", "meta": {"n_ctx": n_ctx}}]}
+    return {"object": "list", "data": [model_object(model_id, created, n_ctx)]}
 
 
 def error_body(message: str, kind: str, param: str | None, code: str | None) -> ErrorBody:
