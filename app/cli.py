@@ -20,7 +20,8 @@ from app.errors import LlamaDeskError
 from app.ui.qt_args import split_qt_args
 
 # Subcommand modules under app.commands, in the order `--help` lists them.
-COMMANDS = ("ask", "models", "pull", "embed", "bench", "batch", "serve", "compare", "list", "export", "import_")
+COMMANDS = ("ask", "models", "pull", "embed", "bench", "batch", "serve", "compare", "list", "export",
+            "import_")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -31,7 +32,9 @@ class OneLineParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str):
-        self.exit(2, f"llamadesk: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        # A command's prog is "llamadesk ask"; the top level's is the bare name the line starts with.
+        where = "" if self.prog == "llamadesk" else f"{self.prog}: "
+        self.exit(2, f"llamadesk: error: {where}{message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
