@@ -161,6 +161,25 @@ class BatchStore:
                                    "rowid DESC").fetchall()
         return [dict(zip(FILE_FIELDS, r)) for r in rows]
 
+    def delete_file(self, fid: str) -> dict | None:
+        """Forget a file and free its disk; None if there is no such file. The input of a batch
+        still to run is kept (ValueError naming the batch): a resumed batch reads it again."""
+        row = self.file(fid)
+        if row is None:
+            return None
+        users = [b["id"] for b in self.unfinished() if b["input_file_id"] == fid]
+        if users:
+            raise ValueError(f"{fid} is the input of {users[0]}, which has not finished; cancel it first")
+        try:
+            os.unlink(row["path"])  # first: a file that cannot be removed keeps its record
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise StoreError(f"could not delete {row['path']} ({reason(e)})") from None
+        with self._db("delete the file's record"):
+            self.db.execute("DELETE FROM files WHERE id=?", (fid,))
+        return row
+
     # -- batches --------------------------------------------------------------
     def add_batch(self, input_file_id: str, endpoint: str, window: str, metadata: dict | None) -> dict:
         bid = f"batch_{uuid.uuid4().hex[:24]}"

@@ -134,6 +134,23 @@ def _open(path: str, fid: str) -> tuple[BinaryIO, int]:
     return f, os.fstat(f.fileno()).st_size
 
 
+def _delete(store: BatchStore, fid: str) -> dict:
+    try:
+        row = store.delete_file(fid)
+    except ValueError as e:
+        raise ApiError(409, str(e), "file_id", "file_in_use") from None
+    if row is None:
+        raise not_found("file", fid)
+    return row
+
+
+@router.delete("/v1/files/{fid}")
+async def delete_file(request: Request, fid: str, store: Store):
+    only_query(request)
+    row = await run_in_threadpool(_delete, store, fid)
+    return JSONResponse({"id": row["id"], "object": "file", "deleted": True})
+
+
 @router.get("/v1/files/{fid}/content")
 async def file_content(request: Request, fid: str, store: Store):
     only_query(request)

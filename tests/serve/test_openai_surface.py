@@ -226,3 +226,21 @@ def test_each_request_leaves_one_line_in_the_servers_log(client, serve):
     ok = [x for x in lines if "POST /v1/chat/completions 200" in x]
     assert len(ok) == 1 and "prompt=" in ok[0] and "generated=" in ok[0] and "ttft_ms=" in ok[0]
     assert any("404" in x and "nope" in x for x in lines)
+
+
+def test_files_are_listed_retrieved_and_deleted(client, tmp_path):
+    f = tmp_path / "in.jsonl"
+    f.write_text(json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+                             "body": {"model": MODEL_ID, "messages": HI, "max_tokens": 2}}) + "\n")
+    with f.open("rb") as fh:
+        up = client.files.create(file=fh, purpose="batch")
+    assert up.id in [x.id for x in client.files.list()]
+    assert client.files.retrieve(up.id).bytes == f.stat().st_size
+    assert client.files.content(up.id).read() == f.read_bytes()
+    gone = client.files.delete(up.id)
+    assert gone.deleted and gone.id == up.id
+    assert up.id not in [x.id for x in client.files.list()]
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve(up.id)
+    with pytest.raises(openai.NotFoundError):
+        client.files.delete(up.id)
