@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields
 
 # Below this many prompt tokens the prefill is shown as the time it took, not a rate.
 PREFILL_RATE_MIN_TOKENS = 32
+SPEC_LABELS = {"ngram": "n-gram guesses", "draft": "draft model"}
 # Why the reply ended, in words ("stop: stop" read as a stutter).
 ENDINGS = {"stop": "finished", "length": "max tokens reached", "cancelled": "stopped",
            "error": "failed"}
@@ -49,6 +50,16 @@ class ReplyStats:
     # Time keeping the reply to its constraint (checking, masking, redrawing) per generated
     # token, part of every decode step; None for a free-text reply.
     grammar_ms_per_token: float | None = None
+    # Speculative decoding (app.engine.speculative): how it guessed ("ngram", "draft"; None: it
+    # did not), the guesses the model checked and kept, the checks, why it stepped aside (None:
+    # it did not), and the rate this reply would have decoded at without it, from the measured
+    # cost of a one-token step.
+    spec_mode: str | None = None
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+    spec_checks: int = 0
+    spec_stepped_aside: str | None = None
+    plain_tok_s: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -76,6 +87,19 @@ class ReplyStats:
 
     def decode(self) -> Figure | None:
         return rate(self.decode_tok_s, 1)
+
+    def speculation(self) -> str | None:
+        """'n-gram: 31 of 40 guesses kept (78%), 1.4x': what speculating was worth to this reply."""
+        if self.spec_mode is None:
+            return None
+        label = SPEC_LABELS.get(self.spec_mode, self.spec_mode)
+        kept = (f"{self.draft_accepted} of {self.draft_tokens} guesses kept "
+                f"({100 * self.draft_accepted / self.draft_tokens:.0f}%)" if self.draft_tokens
+                else "no guesses")
+        speed = (f", {self.decode_tok_s / self.plain_tok_s:.2f}x" if self.decode_tok_s and self.plain_tok_s
+                 else "")
+        aside = f"; stepped aside: {self.spec_stepped_aside}" if self.spec_stepped_aside else ""
+        return f"{label}: {kept}{speed}{aside}"
 
     def kv(self) -> str | None:
         """'173/4096': the KV cells in use after the reply, of the context."""
@@ -126,6 +150,8 @@ class ReplyStats:
             f"total {self.total()}",
             self.ended(),
         ]
+        if self.speculation():
+            parts.append(str(self.speculation()))
         if self.dropped_messages:
             parts.append(f"dropped {self.dropped_messages} msgs ({self.dropped_tokens} tok)")
         if remote:
@@ -159,6 +185,8 @@ class ReplyStats:
             rows.append(("memory bandwidth", f"{100 * self.bw_utilization:.0f}% of peak"))
         if self.grammar_ms_per_token is not None:
             rows.append(("constraint", f"{self.grammar_ms_per_token:.2f} ms per token"))
+        if self.speculation():
+            rows.append(("speculative decoding", str(self.speculation())))
         rows.append(("total", self.total()))
         rows.append(("ended", self.ended()))
         if self.dropped_messages:
