@@ -101,6 +101,14 @@ class ReplyStats:
         aside = f"; stepped aside: {self.spec_stepped_aside}" if self.spec_stepped_aside else ""
         return f"{label}: {kept}{speed}{aside}"
 
+    def grammar(self) -> Figure | None:
+        """What keeping to the constraint cost per generated token: microseconds under one
+        millisecond (LLGuidance's usual tens of them would read "0.00 ms"), milliseconds above."""
+        ms = self.grammar_ms_per_token
+        if ms is None:
+            return None
+        return Figure(f"{ms * 1000:.0f}", "µs/tok") if ms < 1 else Figure(f"{ms:.2f}", "ms/tok")
+
     def kv(self) -> str | None:
         """'173/4096': the KV cells in use after the reply, of the context."""
         return f"{self.kv_used}/{self.n_ctx}" if self.kv_used is not None else None
@@ -137,6 +145,8 @@ class ReplyStats:
         if remote and self.wall_decode_tok_s:
             unit = "tok/s" if self.decode_tokens is not None else "deltas/s"
             decode += f" (received at {self.wall_decode_tok_s:.1f} {unit})"
+        if self.grammar() is not None:
+            decode += f" · grammar {self.grammar()}"
         cached = n(self.cached_tokens) + (f" ({self.cached_disk_tokens} from disk)"
                                           if self.cached_disk_tokens else "")
         kv = f"KV {self.kv()}" if self.kv_used is not None else (
@@ -184,7 +194,7 @@ class ReplyStats:
         if self.bw_utilization is not None:
             rows.append(("memory bandwidth", f"{100 * self.bw_utilization:.0f}% of peak"))
         if self.grammar_ms_per_token is not None:
-            rows.append(("constraint", f"{self.grammar_ms_per_token:.2f} ms per token"))
+            rows.append(("grammar", str(self.grammar())))
         if self.speculation():
             rows.append(("speculative decoding", str(self.speculation())))
         rows.append(("total", self.total()))
