@@ -14,6 +14,9 @@ that is the difference between a minute and an hour. Hence this module, over htt
 - A dropped connection is retried from the byte it stopped at, with a growing pause.
 - A server that ignores ranges gets one stream from byte 0 instead.
 - A file whose sha256 is wrong is deleted and fetched once more; wrong twice, it is an error.
+- `halt`, an Event a front end sets from any thread (the window's Pause and Cancel), stops a
+  transfer as Ctrl+C does: the parts stop at their next chunk, the journal is checkpointed
+  and Paused is raised, so a window pauses and resumes through the same path as the CLI.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
 
@@ -61,8 +65,9 @@ class Paused(DownloadStopped):
 
 
 def fetch(http: httpx.Client, f: RemoteFile, revision: str, parts: int = 4,
-          progress: Progress | None = None) -> Outcome:
-    """Download `f` (resuming a partial of it), verify it and install it as a model."""
+          progress: Progress | None = None, halt: threading.Event | None = None) -> Outcome:
+    """Download `f` (resuming a partial of it), verify it and install it as a model; Paused
+    once `halt` is set (checked every tenth of a second, in the transfer and the check)."""
     from filelock import FileLock, Timeout
 
     partial, journal_path, lock_path = library.blob_paths(f.repo, f.sha256 or "")
@@ -75,10 +80,10 @@ def fetch(http: httpx.Client, f: RemoteFile, revision: str, parts: int = 4,
     try:
         t0 = time.monotonic()
         for attempt in (1, 2):
-            run = _Run(http, f, partial, journal_path, parts, progress)
+            run = _Run(http, f, partial, journal_path, parts, progress, halt)
             resumed_at = run.start()
             fetched = run.transfer()
-            if _sha256(partial, f.size, progress) == f.sha256:
+            if _sha256(partial, f.size, progress, halt) == f.sha256:
                 break
             for p in (partial, journal_path):
                 p.unlink(missing_ok=True)
@@ -95,9 +100,10 @@ def fetch(http: httpx.Client, f: RemoteFile, revision: str, parts: int = 4,
 class _Run:
     """One pass over the bytes still missing."""
 
-    def __init__(self, http, f: RemoteFile, partial: Path, journal_path: Path, parts: int, progress):
+    def __init__(self, http, f: RemoteFile, partial: Path, journal_path: Path, parts: int, progress,
+                 halt: threading.Event | None = None):
         self.http, self.f, self.partial, self.journal_path = http, f, partial, journal_path
-        self.parts, self.progress = max(1, parts), progress
+        self.parts, self.progress, self.halt = max(1, parts), progress, halt
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
         self.fetched = 0
@@ -167,16 +173,21 @@ class _Run:
                 for w in workers:
                     w.join(0.1)
                 self._report()
+                if self.halt is not None and self.halt.is_set():
+                    self._pause(workers)
                 if time.monotonic() - last >= CHECKPOINT_S:
                     self.journal.checkpoint(self.fd)
                     last = time.monotonic()
         except KeyboardInterrupt:
-            self._halt(workers)
-            raise Paused(self.journal.done(), self.f.size) from None
+            self._pause(workers)
         self.journal.checkpoint(self.fd)
         self._report()
         if self.errors:
             raise self.errors[0]
+
+    def _pause(self, workers) -> NoReturn:
+        self._halt(workers)
+        raise Paused(self.journal.done(), self.f.size) from None
 
     def _halt(self, workers) -> None:
         self.stop.set()
@@ -265,11 +276,13 @@ def _disk_error(f: RemoteFile, e: OSError, kept: str) -> HubError:
     return HubError(f"{f.repo}/{f.name}: cannot write the download ({why}); {kept}")
 
 
-def _sha256(path: Path, size: int, progress: Progress | None) -> str:
+def _sha256(path: Path, size: int, progress: Progress | None, halt: threading.Event | None = None) -> str:
     h = hashlib.sha256()
     done = 0
     with open(path, "rb") as fh:
         while block := fh.read(8 << 20):
+            if halt is not None and halt.is_set():
+                raise Paused(size, size)  # every byte is kept; a resume checks them again
             h.update(block)
             done += len(block)
             if progress:

@@ -8,6 +8,7 @@ the first byte moves, and the window can later ask before it does.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 
 import httpx
@@ -92,8 +93,10 @@ def fit_of(http: httpx.Client, f: api.RemoteFile, n_ctx: int, gpu_layers: int = 
 __all__ = ["Paused", "Plan", "cancel", "parse_spec", "plan", "run"]
 
 
-def run(http: httpx.Client, p: Plan, parts: int = 4, progress: Progress | None = None) -> Outcome:
-    return fetch(http, p.file, p.revision, parts, progress)
+def run(http: httpx.Client, p: Plan, parts: int = 4, progress: Progress | None = None,
+        halt: threading.Event | None = None) -> Outcome:
+    """The transfer; `halt` (set from any thread) pauses it as Ctrl+C does, raising Paused."""
+    return fetch(http, p.file, p.revision, parts, progress, halt)
 
 
 def cancel(spec: str) -> list[library.Partial]:
