@@ -60,6 +60,6 @@ def test_each_line_is_answered_as_asked_and_the_rest_refused_naming_why(client):
     jsonschema.validate(json.loads(call["function"]["arguments"]), TOOL["function"]["parameters"])
     errs = {e["custom_id"]: e["error"]["message"]
             for e in map(json.loads, client.files.content(done.error_file_id).text.splitlines())}
-    assert "n must be 1" in errs["n2"]
+    assert "one choice" in errs["n2"] and "own line" in errs["n2"]
     assert "image_url" in errs["image"] and "text only" in errs["image"]
     assert "uniqueItems" in errs["unenforceable"]
