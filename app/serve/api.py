@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response
 
 from app.engine.sampling import GenerationSettings
 from app.serve import batches, embeddings, files, online, responses
-from app.serve.batch_runs import BatchRuns
+from app.serve.batch_runs import BatchRuns, OneHost
 from app.serve.batch_store import BatchStore, StoreError
 from app.serve.engine_host import ServeEngine
 from app.serve.guard import Guard, HostRule
@@ -30,12 +30,28 @@ from app.serve.metrics import CONTENT_TYPE, ServeMetrics
 from app.serve.side_engine import SideEngine
 
 
+def front_door(app: FastAPI, api_key: str | None, bind: str, allow_hosts: Iterable[str],
+               allow_origins: Iterable[str]) -> None:
+    """What a server's front door has, one or several models behind it: the key, the browser
+    guard, OpenAI's error shape for every refusal, and /health."""
+    if api_key:
+        app.add_middleware(KeyCheck, key=api_key)
+    app.add_middleware(Guard, hosts=HostRule(bind, allow_hosts), origins=allow_origins)
+    add_error_handlers(app, storage=(StoreError,))
+
+    @app.get("/health")
+    async def health():
+        return JSONResponse({"status": "ok"})
+
+
 def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
                defaults: GenerationSettings | None = None, data_dir=None, *, store: BatchStore | None = None,
                bind: str = "127.0.0.1", allow_hosts: Iterable[str] = (),
-               allow_origins: Iterable[str] = ()) -> FastAPI:
+               allow_origins: Iterable[str] = (), guarded: bool = True) -> FastAPI:
     """The whole server. The Batch API is there with `store`, or with `data_dir` (a Path) to open
-    one in (StoreError if it cannot be used). `bind`: the address served, for the Host check."""
+    one in (StoreError if it cannot be used). `bind`: the address served, for the Host check.
+    `guarded` False: no browser guard and no key, for a model behind a multi-model server
+    (app.serve.models_api), whose front door has both; it closes `app.state.side` itself."""
     side = SideEngine(host.model, host.slot_ctx)
 
     @asynccontextmanager
@@ -46,18 +62,14 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
     app = FastAPI(title="LlamaDesk", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     metrics = ServeMetrics(host)
     host.on_result = metrics.observe
-    app.state.metrics = metrics
+    app.state.metrics, app.state.host, app.state.side = metrics, host, side
     app.state.online = online.OnlineAPI(host, model_id, metrics, defaults, side)
     app.state.embeddings = embeddings.EmbeddingsAPI(side, model_id, host.slot_ctx)
     app.state.responses = responses.ResponsesAPI(app.state.online)
-    if api_key:
-        app.add_middleware(KeyCheck, key=api_key)
-    app.add_middleware(Guard, hosts=HostRule(bind, allow_hosts), origins=allow_origins)
-    add_error_handlers(app, storage=(StoreError,))
-
-    @app.get("/health")
-    async def health():
-        return JSONResponse({"status": "ok"})
+    if guarded:
+        front_door(app, api_key, bind, allow_hosts, allow_origins)
+    else:
+        add_error_handlers(app, storage=(StoreError,))
 
     @app.get("/metrics")
     async def prometheus():
@@ -69,7 +81,7 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
     if store is None and data_dir is not None:
         store = BatchStore(Path(data_dir))
     if store is not None:
-        runs = BatchRuns(store, host, model_id, defaults or GenerationSettings())
+        runs = BatchRuns(store, OneHost(host, model_id), defaults or GenerationSettings())
         runs.resume()
         metrics.batch_counts = runs.counts
         app.state.batch_store, app.state.batches = store, batches.Batches(store, runs)

@@ -24,13 +24,16 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
 
 from app.batch.types import RequestDone, SlotResult
 from app.batchfile.api_file import read_api_file
 from app.batchfile.requests import BatchInputError
 from app.batchfile.results import BatchOutputError, ResultWriter, read_journal
 from app.engine.sampling import GenerationSettings
+from app.errors import LlamaDeskError
 from app.serve.batch_store import BatchStore, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
@@ -44,12 +47,52 @@ class WriteFailed(Exception):
     """The data folder refused a write of this batch: the batch fails with this line."""
 
 
+class Hosts(Protocol):
+    """Where a batch's requests decode: the one engine, or (app.serve.models_api) the engine of
+    the model its lines name, held loaded while the batch runs."""
+
+    def batch_model(self, path: str | Path) -> str:
+        """The model a batch file's lines are for (the name they give it)."""
+        ...
+
+    def check(self, path: str | Path) -> None:
+        """ValueError, said as one line, when a batch of this file cannot run here."""
+        ...
+
+    def hold(self, model: str) -> ServeEngine:
+        """The model's engine, loaded and kept so until release (LlamaDeskError if it cannot be)."""
+        ...
+
+    def release(self, model: str) -> None: ...
+
+
+@dataclass
+class OneHost:
+    """A single-model server's: every batch on its one engine."""
+
+    host: ServeEngine
+    model_id: str
+
+    def batch_model(self, path: str | Path) -> str:
+        return self.model_id
+
+    def check(self, path: str | Path) -> None:
+        return None  # a line for another model is that line's error, as before
+
+    def hold(self, model: str) -> ServeEngine:
+        return self.host
+
+    def release(self, model: str) -> None:
+        return None
+
+
 class BatchRun:
     """One batch on its own thread: validate, decode at batch priority, journal, split."""
 
-    def __init__(self, store: BatchStore, host: ServeEngine, model_id: str, bid: str,
-                 defaults: GenerationSettings):
-        self.store, self.host, self.model_id, self.bid, self.defaults = store, host, model_id, bid, defaults
+    def __init__(self, store: BatchStore, hosts: Hosts, bid: str, defaults: GenerationSettings):
+        self.store, self.hosts, self.bid, self.defaults = store, hosts, bid, defaults
+        self.host: ServeEngine | None = None  # while its model is held
+        self.model_id = ""
         self.pending: dict[str, str] = {}  # host id -> custom_id
         self.lock = threading.Lock()
         self.results: queue.Queue[SlotResult | None] = queue.Queue()
@@ -65,8 +108,10 @@ class BatchRun:
         with self.lock:
             self.cancelled = True
             ids = list(self.pending)
+            host = self.host
         for rid in ids:
-            self.host.cancel(rid)
+            if host is not None:
+                host.cancel(rid)
 
     def left(self) -> int:
         with self.lock:
@@ -86,6 +131,7 @@ class BatchRun:
         b = self.store.batch(self.bid)
         f = self.store.file(b["input_file_id"])
         try:
+            self.model_id = self.hosts.batch_model(f["path"])
             items = read_api_file(f["path"], self.defaults, self.model_id)
             journal = read_journal(self.store.journal_path(self.bid))
         except (BatchInputError, BatchOutputError) as e:
@@ -106,13 +152,27 @@ class BatchRun:
                     self.store.count(self.bid, False)
             reqs = [it.request for it in todo if it.request is not None]
             ids = [r.custom_id for r in reqs]
-            with self.lock:
-                if reqs and not self.cancelled:
-                    hosted = self.host.submit_batch(reqs, self._on_event)
-                    self.pending.update(zip(hosted, ids))
-                else:
-                    self.results.put(_END)
-            self._journal(writer)
+            host = None
+            if reqs and not self.cancelled:
+                try:
+                    host = self.hosts.hold(self.model_id)
+                except LlamaDeskError as e:
+                    self._fail("model_unavailable", str(e))
+                    return
+            try:
+                with self.lock:
+                    self.host = host
+                    if host is not None and not self.cancelled:
+                        hosted = host.submit_batch(reqs, self._on_event)
+                        self.pending.update(zip(hosted, ids))
+                    else:
+                        self.results.put(_END)
+                self._journal(writer)
+            finally:
+                if host is not None:
+                    with self.lock:
+                        self.host = None
+                    self.hosts.release(self.model_id)
         finally:
             with contextlib.suppress(OSError):  # every record was flushed and synced as written
                 writer.close()
@@ -206,13 +266,17 @@ class BatchRuns:
     """Every batch started since the server did, by id: what cancel reaches and /metrics counts.
     Started from worker threads and counted from the event loop, hence the lock."""
 
-    def __init__(self, store: BatchStore, host: ServeEngine, model_id: str, defaults: GenerationSettings):
-        self.store, self.host, self.model_id, self.defaults = store, host, model_id, defaults
+    def __init__(self, store: BatchStore, hosts: Hosts, defaults: GenerationSettings):
+        self.store, self.hosts, self.defaults = store, hosts, defaults
         self._runs: dict[str, BatchRun] = {}
         self._lock = threading.Lock()
 
+    def check(self, path: str | Path) -> None:
+        """ValueError when a batch of this input file cannot run on this server's models."""
+        self.hosts.check(path)
+
     def start(self, bid: str) -> None:
-        run = BatchRun(self.store, self.host, self.model_id, bid, self.defaults)
+        run = BatchRun(self.store, self.hosts, bid, self.defaults)
         with self._lock:
             self._runs[bid] = run
         run.start()

@@ -85,6 +85,10 @@ class Batches:
             raise bad("completion_window", "completion_window must be '24h'")
         meta = body.get("metadata")
         check_metadata(meta)
+        try:
+            self.runs.check(row["path"])
+        except ValueError as e:
+            raise bad("input_file_id", f"{fid} cannot run here: {e}") from None
         bid = self.store.add_batch(fid, endpoint, window, meta)["id"]
         self.runs.start(bid)
         return batch_object(self._found(bid))

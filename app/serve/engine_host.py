@@ -33,6 +33,11 @@ from app.engine.loader import LoadedModel
 
 log = logging.getLogger("llamadesk.serve")
 TTFT_WINDOW_S = 60.0
+# The server's KV layout: one unified cache. Chat clients come and go, so the busy sequences are
+# seldom consecutive, and per-slot streams then read the weights once per run of consecutive
+# sequences in every step; a unified cache is one ubatch whatever is busy, and a prefix shared
+# between slots is the same cells, not a copied stream (app.batch.context; bench --serve).
+SERVE_KV_UNIFIED = True
 Sink = Callable[[object], None]  # receives engine events, then the RequestDone
 _ids = itertools.count(1)
 
@@ -85,7 +90,7 @@ class HostStats:
 
 class ServeEngine:
     def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int, max_waiting: int = 64,
-                 prompt_cache: bool = True, kv_unified: bool | None = None):
+                 prompt_cache: bool = True, kv_unified: bool = SERVE_KV_UNIFIED):
         """`prompt_cache`: the format's shared prefix is loaded from and saved to the user's disk
         prompt cache, as the window does; `kv_unified`: the KV layout (app.batch.context)."""
         self.model = model

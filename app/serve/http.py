@@ -165,13 +165,18 @@ def _parse(data: bytes):
 async def read_json(request: Request, limit: int = MAX_BODY):
     """The body as JSON: 413 past `limit`, 415 unless it is sent as application/json, 400 if it is
     not JSON or is nested too deeply."""
+    return (await read_json_bytes(request, limit))[1]
+
+
+async def read_json_bytes(request: Request, limit: int = MAX_BODY) -> tuple[bytes, object]:
+    """read_json's, and the body's bytes too (a multi-model server hands them on to the model)."""
     too_large = ApiError(413, f"the request body is over {limit} bytes", None, "request_too_large")
     limited_request = limited(request, limit, too_large)
     _require(request, "application/json")
     data = await limited_request.body()
     # A big body is parsed and walked in a worker thread: the walk lets go of the GIL, and the
     # loop carries every other client's tokens meanwhile.
-    return _parse(data) if len(data) < INLINE_PARSE else await run_in_threadpool(_parse, data)
+    return data, _parse(data) if len(data) < INLINE_PARSE else await run_in_threadpool(_parse, data)
 
 
 async def read_form(request: Request, limit: int, too_large: ApiError) -> FormData:

@@ -91,6 +91,11 @@ class ServeMetrics:
         self.llamacpp.ended(res)
 
     def render(self) -> bytes:
+        self.refresh()
+        return generate_latest(self.registry)
+
+    def refresh(self) -> None:
+        """Set the gauges from the engine's stats as they stand (a scrape reads them next)."""
         s, g = self.host.stats, self.gauges
         g["llamadesk_slots_busy"].set(s.busy_slots)
         g["llamadesk_slots_total"].set(s.n_slots)
@@ -101,7 +106,6 @@ class ServeMetrics:
         g["llamadesk_batch_requests_pending"].set(pending)
         self.vllm.scraped(self.model_name, s)
         self.llamacpp.scraped(s)
-        return generate_latest(self.registry)
 
 
 class _Vllm:
