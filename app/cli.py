@@ -80,7 +80,7 @@ def fail(message: str, code: int = 2) -> int:
 # escapes Python gives the undecodable ones turn back into the same bytes, so
 # such a name is valid; in free text they would reach the model, the history
 # or a JSON file as characters no encoder accepts.
-PATH_ARGS = frozenset({"model", "paths", "file", "input", "output"})
+PATH_ARGS = frozenset({"model", "draft_model", "paths", "file", "input", "output"})
 TEXT_LABELS = {"prompt": "the prompt", "system": "the system prompt (--system)",
                "search": "the search text (--search)"}
 

@@ -87,6 +87,7 @@ class EngineTarget:
     endpoint: Endpoint | None = None  # a server instead of a file; its key, if any, inside
     remote_model: str | None = None  # the server's model id (None: its only one)
     prompt_format: str = "chat"  # "transcript": LlamaDesk's plain transcript to /completions
+    draft_model: str | None = None  # a local model's draft (speculative="draft"), same vocabulary
 
     @property
     def remote(self) -> bool:
@@ -105,5 +106,12 @@ def open_engine(target: EngineTarget, progress: Callable[[int, int], None] | Non
                                 prompt_format=target.prompt_format)
     from app.chat.local_engine import LocalChatEngine
 
-    return LocalChatEngine.open(target.path, target.options, progress=progress,
-                                prompt_cache=target.prompt_cache)
+    engine = LocalChatEngine.open(target.path, target.options, progress=progress,
+                                  prompt_cache=target.prompt_cache)
+    if target.draft_model is not None:
+        try:
+            engine.load_draft(target.draft_model)
+        except BaseException:
+            engine.close()
+            raise
+    return engine

@@ -10,6 +10,7 @@ engine thread, or the CLI's main thread).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from app.chat.budget import fit_history
@@ -47,6 +48,15 @@ class LocalChatEngine:
              progress: Progress | None = None, prompt_cache: bool = True) -> LocalChatEngine:
         """Load `path` (or the default model, assembling it on first use)."""
         return cls(load_model(resolve_model(path, progress), options), prompt_cache)
+
+    def load_draft(self, path: str | Path | None) -> None:
+        """The draft model speculative="draft" guesses with, loaded as the model was (its context as
+        long); None unloads it. One whose vocabulary differs is refused, saying how."""
+        if path is None:
+            self.decoder.attach_draft(None)
+            return
+        opts = replace(self.model.options, n_ctx=self.n_ctx)
+        self.decoder.attach_draft(load_model(resolve_model(path), opts))
 
     def identity(self) -> dict:
         """What a saved conversation records as "the model": the file a user recognises,

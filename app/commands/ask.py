@@ -56,6 +56,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_model_args(p)
     add_endpoint_args(p)
     add_sampling_args(p)
+    p.add_argument("--speculative", choices=("off", "ngram", "draft"), default=None,
+                   help="ngram: guess the next tokens from the conversation's own text and check "
+                        "them in one pass (pays on rewrites, fixes and edits); draft: guess with "
+                        "--draft-model. Either steps aside by itself when it does not pay. A local "
+                        "--model only")
+    p.add_argument("--draft-model", metavar="FILE",
+                   help="a smaller GGUF with the model's vocabulary that guesses for it (implies "
+                        "--speculative draft)")
     return p
 
 
@@ -123,8 +131,17 @@ def _read(path: str, flag: str) -> str:
 def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
-    settings = replace(sampling(args), constraint=reply_constraint(args))
+    spec = args.speculative or ("draft" if args.draft_model else "off")
+    if spec == "draft" and not args.draft_model:
+        raise ValueError("--speculative draft needs --draft-model FILE")
+    if args.draft_model and spec != "draft":
+        raise ValueError(f"--draft-model guesses with --speculative draft, not {spec}")
+    settings = replace(sampling(args), constraint=reply_constraint(args),
+                       speculative=None if spec == "off" else spec)
     endpoint = endpoint_from_args(args)  # a bad URL or key is refused before anything opens
+    if endpoint is not None and (settings.speculative or args.draft_model):
+        raise ValueError("--speculative and --draft-model decode a local --model; a server "
+                         "(--endpoint) decides its own decoding")
     store = None
     if not args.no_save or args.continue_id is not None:
         store = Store.open()  # before the model: a history problem is reported in no time
@@ -143,7 +160,10 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
         conv = store.get_conversation(args.continue_id)  # fails early for a wrong id
         history = conv.history()[0]
         system = conv.system_prompt if system is None else system
-    engine = open_engine(engine_target(args, endpoint), notice=note)
+    target = engine_target(args, endpoint)
+    if args.draft_model:
+        target = replace(target, draft_model=args.draft_model)
+    engine = open_engine(target, notice=note)
     try:
         report = engine.report
         if report.fallback:

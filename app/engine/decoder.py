@@ -16,86 +16,25 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 import llama_cpp
 
 from app.engine.control import CancelToken, EventSink, common_prefix
+from app.engine.draft import DraftDrafter, DraftModel, vocab_mismatch
 from app.engine.errors import ContextOverflowError, GenerationError
-from app.engine.events import Event, Finished, FirstToken, PrefillStarted, Progress, TextDelta
+from app.engine.events import Finished, PrefillStarted, Progress
 from app.engine.loader import LoadedModel
-from app.engine.logprobs import TokenLogprob
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings, Sampler
+from app.engine.speculative import Drafter, NgramDrafter, Pacer, Speculation
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
-from app.engine.timing import TokenTimer
+from app.engine.turn import PROGRESS_EVERY_S, Live, Perf, Turn
 
 log = logging.getLogger("llamadesk.engine")
 
-PROGRESS_EVERY_S = 0.2  # the gauges promise at least 4 updates a second
-
-
-@dataclass
-class _Turn:
-    """One generate() call as its phases see it; the prefill abort callback reads it too."""
-
-    prompt: list[int]
-    cached: int  # prompt tokens reused from the KV cache
-    cancel: CancelToken | None
-    sink: EventSink | None  # the caller's on_event; None: nobody listens
-    t_submit: float  # generate() was called
-    cached_disk: int = 0  # of cached, loaded from the prompt cache on disk
-    save_at: int = 0  # save the state to disk when the cache holds this many prompt tokens (0: never)
-    t_pre: float = 0.0  # the prefill began
-    last_progress: float = 0.0  # the last Progress event went out
-    stop_reason: str | None = None
-    error: str | None = None
-    grammar_ms: float | None = None  # per token, when a constraint was kept to
-    timer: TokenTimer = field(default_factory=TokenTimer)
-    parts: list[str] = field(default_factory=list)
-    logprobs: list[TokenLogprob] = field(default_factory=list)  # when asked
-    unsent: int = 0  # of logprobs, how many no TextDelta has carried yet
-
-    def emit(self, ev: Event) -> None:
-        if self.sink is not None:
-            self.sink(ev)
-
-    def cancelled(self) -> bool:
-        return self.cancel is not None and self.cancel.is_set()
-
-    def show(self, text: str, generated: int, now: float) -> None:
-        """Text became visible: FirstToken the first time, then the delta."""
-        if self.timer.text(now):
-            self.emit(FirstToken(now - self.t_submit))
-        self.parts.append(text)
-        fresh = tuple(self.logprobs[len(self.logprobs) - self.unsent:]) if self.unsent else ()
-        self.unsent = 0
-        self.emit(TextDelta(text, generated, now, fresh))
-
-
-
-class _Perf:
-    """llama.cpp's own counters, read as (tokens, seconds) for both kinds of eval.
-
-    llama.cpp files a 1-token batch under "eval" even when it is the tail of a
-    prompt after a prefix hit, so we attribute by phase (snapshots around the
-    prefill) rather than by llama.cpp's p_eval/eval split.
-    """
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def snapshot(self) -> tuple[int, float]:
-        llama_cpp.llama_synchronize(self.ctx)
-        d = llama_cpp.llama_perf_context(self.ctx)
-        # llama.cpp reports max(1, n) so callers never divide by zero; a zero
-        # time tells us the count was really 0.
-        n_p = d.n_p_eval if d.t_p_eval_ms > 0 else 0
-        n_e = d.n_eval if d.t_eval_ms > 0 else 0
-        return n_p + n_e, (d.t_p_eval_ms + d.t_eval_ms) / 1000.0
 
 
 class Decoder:
@@ -111,10 +50,17 @@ class Decoder:
         self.n_swa = llama_cpp.llama_model_n_swa(self.llm.model)
         self.tokens: list[int] = []  # exactly what seq 0 of the KV cache holds
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
-        self._perf = _Perf(self.ctx)
-        self._abort_state: _Turn | None = None  # set only while a prefill runs
+        self._perf = Perf(self.ctx)
+        self._abort_state: Turn | None = None  # set only while a prefill runs
         self._abort_cb = llama_cpp.ggml_abort_callback(self._abort_check)
         self._no_abort = llama_cpp.ggml_abort_callback()  # NULL: no per-node Python call in decode
+        # A plain step's measured cost, carried from reply to reply: speculation's yardstick.
+        self._plain_s: float | None = None
+        self.last_speculation: Speculation | None = None  # the last reply's: bench and tests replay it
+        self.draft: DraftModel | None = None  # guesses for speculative="draft"
+        # Speculation rewinds the KV cache after a check, which a recurrent model's cannot.
+        self.can_speculate = not (llama_cpp.llama_model_is_recurrent(self.llm.model)
+                                  or llama_cpp.llama_model_is_hybrid(self.llm.model))
 
     # -- tokens -------------------------------------------------------------
     def tokenize(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
@@ -128,10 +74,23 @@ class Decoder:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.ctx), True)
         self.tokens = []
 
+    def attach_draft(self, draft: LoadedModel | None) -> None:
+        """The draft model speculative="draft" guesses with (None: none); refused, with the reason,
+        when its vocabulary is not this model's. The decoder owns it from here and frees it."""
+        if draft is not None:
+            why = vocab_mismatch(self.model, draft)
+            if why is not None:
+                draft.close()
+                raise ValueError(f"{draft.header.path.name} cannot draft for this model: {why}")
+        if self.draft is not None:
+            self.draft.close()
+        self.draft = DraftModel(draft) if draft is not None else None
+
     def close(self) -> None:
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
+        self.attach_draft(None)
 
     # -- the KV cache ---------------------------------------------------------
     def _reuse_prefix(self, prompt: list[int]) -> int:
@@ -164,14 +123,14 @@ class Decoder:
             return False
         return True
 
-    def _fill(self, toks: Sequence[int], pos0: int, want_logits: bool) -> None:
+    def _fill(self, toks: Sequence[int], pos0: int, want_logits: bool, every_row: bool = False) -> None:
         b = self._batch
         for i, t in enumerate(toks):
             b.token[i] = t
             b.pos[i] = pos0 + i
             b.n_seq_id[i] = 1
             b.seq_id[i][0] = 0
-            b.logits[i] = 0
+            b.logits[i] = every_row
         if want_logits:
             b.logits[len(toks) - 1] = 1
         b.n_tokens = len(toks)
@@ -216,7 +175,7 @@ class Decoder:
         max_new = self._check(prompt, settings)
         t_submit = time.perf_counter()
         sampler = Sampler(settings, self.n_vocab, self.vocab, prompt)  # a bad constraint fails here, first
-        turn = _Turn(prompt, 0, cancel, on_event, t_submit)
+        turn = Turn(prompt, 0, cancel, on_event, t_submit)
         try:
             turn.cached = self._reuse_prefix(prompt)
             if shared_prefix is not None:
@@ -231,7 +190,14 @@ class Decoder:
             sampler.close()
             raise
         reader = TokenReader(self.vocab, settings.stop, max_new, settings.ignore_eos, strip_leading)
+        if settings.speculative and self.can_speculate:
+            drafter: Drafter = NgramDrafter(prompt) if self.draft is None or settings.speculative == "ngram" \
+                else DraftDrafter(self.draft, prompt)
+            turn.spec = Speculation(drafter, Pacer(plain_s=self._plain_s))
         self._decode_loop(turn, reader, sampler)
+        if turn.spec is not None:
+            self._plain_s = turn.spec.pacer.plain_s
+        self.last_speculation = turn.spec
         self._flush(turn, reader)
         done = Finished("".join(turn.parts), self._stats(turn, reader.generated, p0, p1),
                         tuple(reader.tokens), tuple(turn.logprobs))
@@ -243,13 +209,16 @@ class Decoder:
         settings.validate()
         if not prompt:
             raise GenerationError("empty prompt")
+        if settings.speculative == "draft" and self.draft is None:
+            raise GenerationError("speculative decoding with a draft model needs one: choose a draft "
+                                  "model (--draft-model)")
         if len(prompt) >= self.n_ctx:
             raise ContextOverflowError(
                 f"prompt is {len(prompt)} tokens; the context holds {self.n_ctx}"
             )
         return min(settings.max_tokens, self.n_ctx - len(prompt))
 
-    def _from_disk(self, turn: _Turn, prefix: list[int]) -> None:
+    def _from_disk(self, turn: Turn, prefix: list[int]) -> None:
         """Load the shared prefix from the prompt cache when memory lacks it, or plan to save it.
 
         Only a strict prefix of the prompt counts: the last prompt token is
@@ -271,12 +240,12 @@ class Decoder:
             turn.cached = 0
         turn.save_at = n
 
-    def _save_prefix(self, turn: _Turn) -> None:
+    def _save_prefix(self, turn: Turn) -> None:
         """Seq 0 holds exactly the shared prefix now: the one moment its state can be saved."""
         if self.prompt_cache is not None and not turn.cancelled():
             self.prompt_cache.save(self.ctx, turn.prompt[:turn.save_at])
 
-    def _chunks(self, turn: _Turn) -> list[tuple[int, int]]:
+    def _chunks(self, turn: Turn) -> list[tuple[int, int]]:
         """The prefill's [start, end) spans: n_batch at most, and one ends where the prefix is saved."""
         cuts = [turn.cached, len(turn.prompt)]
         if turn.cached < turn.save_at < len(turn.prompt):
@@ -284,7 +253,7 @@ class Decoder:
         return [(i, min(i + self.n_batch, b))
                 for a, b in itertools.pairwise(cuts) for i in range(a, b, self.n_batch)]
 
-    def _prefill(self, turn: _Turn) -> None:
+    def _prefill(self, turn: Turn) -> None:
         """Evaluate the uncached prompt in chunks, with the abort callback set.
 
         Outside this phase the callback is NULL, so a decode step makes no
@@ -317,44 +286,21 @@ class Decoder:
         if turn.stop_reason is None and turn.cancelled():
             turn.stop_reason = "cancelled"
 
-    def _decode_loop(self, turn: _Turn, reader: TokenReader, sampler: Sampler) -> None:
-        """Sample, stream and evaluate one token at a time until a stop; closes the sampler."""
-        recent: deque[float] = deque(maxlen=16)  # the gauges' rolling rate
-        last_progress = time.perf_counter()
-        n_prefilled = len(turn.prompt) - turn.cached
+    def _decode_loop(self, turn: Turn, reader: TokenReader, sampler: Sampler) -> None:
+        """Sample, stream and evaluate until a stop; closes the sampler. With speculation, a step
+        evaluates the sampled token with guesses at the next ones (app.engine.speculative)."""
+        live = Live(turn, len(turn.prompt) - turn.cached)
         try:
-            while turn.stop_reason is None:
-                tok = sampler.sample(self.ctx)
-                now = time.perf_counter()
-                counted = reader.generated
-                delta = reader.accept(tok)
-                if reader.generated > counted:  # an end-of-generation token is not a token of the reply
-                    recent.append(now)
-                    turn.timer.token(now)
-                    if sampler.last is not None:
-                        turn.logprobs.append(sampler.last)
-                        turn.unsent += 1
-                if delta:
-                    turn.show(delta, reader.generated, now)
-                if reader.stop_reason is not None:
-                    turn.stop_reason = reader.stop_reason
+            tok = sampler.sample(self.ctx)
+            while not self._take(turn, reader, sampler, tok, live):
+                room = min(reader.max_new - reader.generated, self.n_ctx - len(self.tokens) - 1,
+                           self.n_batch - 1)
+                guesses = turn.spec.guesses(room) if turn.spec is not None else []
+                nxt = self._check_guesses(turn, reader, sampler, tok, guesses, live) if guesses \
+                    else self._plain_step(turn, sampler, tok)
+                if nxt is None:
                     break
-                if sampler.grammar is not None and sampler.grammar.finished:
-                    turn.stop_reason = "stop"  # complete: the grammar allows nothing but the end
-                    break
-                if turn.cancelled():
-                    turn.stop_reason = "cancelled"
-                    break
-                self._fill((tok,), len(self.tokens), True)
-                rc = llama_cpp.llama_decode(self.ctx, self._batch)
-                if rc != 0:
-                    raise GenerationError(f"llama_decode failed while generating (code {rc})")
-                self.tokens.append(tok)
-                if now - last_progress >= PROGRESS_EVERY_S:
-                    last_progress = now
-                    rate = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 else None
-                    turn.emit(Progress("decode", now - turn.t_submit, n_prefilled, reader.generated,
-                                       rate, len(self.tokens), self.n_ctx))
+                tok = nxt
         except GenerationError as e:
             turn.stop_reason, turn.error = "error", str(e)
         finally:
@@ -362,20 +308,93 @@ class Decoder:
                 turn.grammar_ms = sampler.grammar.ms_per_token()
             sampler.close()
 
-    def _flush(self, turn: _Turn, reader: TokenReader) -> None:
+    def _take(self, turn: Turn, reader: TokenReader, sampler: Sampler, tok: int, live: Live) -> bool:
+        """One sampled token into the reply: its text, logprob, clock, drafter; True at a stop."""
+        now = time.perf_counter()
+        counted = reader.generated
+        delta = reader.accept(tok)
+        if reader.generated > counted:  # an end-of-generation token is not a token of the reply
+            live.recent.append(now)
+            turn.timer.token(now)
+            if sampler.last is not None:
+                turn.logprobs.append(sampler.last)
+                turn.unsent += 1
+        if delta:
+            turn.show(delta, reader.generated, now)
+        if reader.stop_reason is not None:
+            turn.stop_reason = reader.stop_reason
+        elif sampler.grammar is not None and sampler.grammar.finished:
+            turn.stop_reason = "stop"  # complete: the grammar allows nothing but the end
+        elif turn.cancelled():
+            turn.stop_reason = "cancelled"
+        if turn.stop_reason is not None:
+            return True
+        if turn.spec is not None:
+            turn.spec.drafter.extend((tok,))
+        live.progress(now, reader.generated, len(self.tokens) + 1, self.n_ctx)
+        return False
+
+    def _eval(self, toks: Sequence[int], every_row: bool = False) -> None:
+        self._fill(toks, len(self.tokens), True, every_row)
+        rc = llama_cpp.llama_decode(self.ctx, self._batch)
+        if rc != 0:
+            raise GenerationError(f"llama_decode failed while generating (code {rc})")
+
+    def _plain_step(self, turn: Turn, sampler: Sampler, tok: int) -> int:
+        t0 = time.perf_counter()
+        self._eval((tok,))
+        self.tokens.append(tok)
+        nxt = sampler.sample(self.ctx)
+        turn.decoded += 1
+        if turn.spec is not None:
+            turn.spec.pacer.plain_step(time.perf_counter() - t0)
+        return nxt
+
+    def _check_guesses(self, turn: Turn, reader: TokenReader, sampler: Sampler, tok: int,
+                       guesses: list[int], live: Live) -> int | None:
+        """Evaluate tok and the guesses in one pass; keep the guesses the model agrees with, row by
+        row as its sampler draws; return the model's own next token (None: the reply stopped)."""
+        spec = turn.spec
+        assert spec is not None
+        t0 = time.perf_counter()
+        spec.checks.append((len(self.tokens), (tok, *guesses)))
+        self._eval((tok, *guesses), every_row=True)
+        self.tokens.append(tok)
+        kept, nxt = 0, None
+        for i in range(len(guesses) + 1):
+            nxt = sampler.sample(self.ctx, i)
+            turn.decoded += 1
+            if i == len(guesses) or nxt != guesses[i]:
+                break
+            kept += 1
+            if self._take(turn, reader, sampler, nxt, live):
+                nxt = None
+                break
+            self.tokens.append(nxt)  # its KV row is this pass's row i + 1
+        mem = llama_cpp.llama_get_memory(self.ctx)
+        llama_cpp.llama_memory_seq_rm(mem, 0, len(self.tokens), -1)  # the rejected guesses' rows
+        spec.pacer.check(len(guesses), kept, time.perf_counter() - t0 + spec.guess_s)
+        return nxt
+
+    def _flush(self, turn: Turn, reader: TokenReader) -> None:
         """Show the text the reader held back (a partial stop string, a split character)."""
         tail = reader.finish()
         if tail:
             turn.show(tail, reader.generated, time.perf_counter())
 
-    def _stats(self, turn: _Turn, generated: int, p0: tuple[int, float],
+    def _stats(self, turn: Turn, generated: int, p0: tuple[int, float],
                p1: tuple[int, float]) -> ReplyStats:
         """The reply's record: compute times by phase from llama.cpp's counters."""
         p2 = self._perf.snapshot()
         t_end = time.perf_counter()
         pre_n, pre_s = p1[0] - p0[0], p1[1] - p0[1]
         dec_n, dec_s = p2[0] - p1[0], p2[1] - p1[1]
-        return ReplyStats(
+        spec = turn.spec
+        if spec is not None:
+            dec_n = turn.decoded  # llama.cpp counts the rejected guesses as evaluated tokens too
+        decode_tok_s = dec_n / dec_s if dec_s > 0 and dec_n else None
+        speedup = spec.pacer.speedup() if spec is not None else None
+        st = ReplyStats(
             ttft_s=turn.timer.ttft_from(turn.t_submit),
             prefill_tokens=pre_n,
             cached_tokens=turn.cached,
@@ -383,7 +402,7 @@ class Decoder:
             prefill_tok_s=pre_n / pre_s if pre_s > 0 and pre_n else None,
             decode_tokens=generated,
             decode_s=dec_s,
-            decode_tok_s=dec_n / dec_s if dec_s > 0 and dec_n else None,
+            decode_tok_s=decode_tok_s,
             total_s=t_end - turn.t_submit,
             kv_used=self.kv_used(),
             n_ctx=self.n_ctx,
@@ -394,3 +413,9 @@ class Decoder:
             cached_disk_tokens=turn.cached_disk,
             grammar_ms_per_token=turn.grammar_ms,
         )
+        if spec is None:
+            return st
+        p = spec.pacer
+        return replace(st, spec_mode=spec.mode, draft_tokens=p.drafted, draft_accepted=p.accepted,
+                       spec_checks=p.checks, spec_stepped_aside=p.stepped_aside,
+                       plain_tok_s=decode_tok_s / speedup if decode_tok_s and speedup else None)

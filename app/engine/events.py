@@ -21,6 +21,19 @@ class PrefillStarted:
 
 
 @dataclass(frozen=True)
+class SpecProgress:
+    """Speculative decoding as it runs: what the gauges show beside the decode rate."""
+
+    mode: str  # "ngram" or "draft"
+    drafted: int  # guesses checked so far
+    accepted: int  # of those, kept
+    checks: int
+    speedup: float | None  # this reply's decode rate over plain steps' (None: not measured yet)
+    plain_tok_s: float | None  # the rate without it, from the measured cost of a plain step
+    stepped_aside: str | None = None  # why it is off for the rest of the reply
+
+
+@dataclass(frozen=True)
 class Progress:
     """Live gauges: every 0.2 s while work runs, or at the next token when one step takes longer."""
 
@@ -31,6 +44,7 @@ class Progress:
     rate_tok_s: float | None  # rolling decode rate (decode) / running prefill rate
     kv_used: int
     n_ctx: int
+    spec: SpecProgress | None = None  # while the decode speculates
 
 
 @dataclass(frozen=True)

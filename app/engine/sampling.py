@@ -59,6 +59,10 @@ class GenerationSettings:
     logit_bias: tuple[tuple[int, float], ...] = ()
     # None: no log-probabilities; k: each generated token's, with the k likeliest (0..20).
     logprobs: int | None = None
+    # Speculative decoding (app.engine.speculative): None off, "ngram" guesses from the
+    # conversation's own text, "draft" from the decoder's draft model. It steps aside by
+    # itself when it does not pay.
+    speculative: str | None = None
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -108,6 +112,8 @@ class GenerationSettings:
                 raise ValueError(f"logit_bias values must be between -100 and 100, got {_show(bias)}")
         if self.logprobs is not None:
             _check_int("top_logprobs", self.logprobs, 0, MAX_TOP)
+        if self.speculative not in (None, "ngram", "draft"):
+            raise ValueError(f"speculative must be off, ngram or draft, got {_show(self.speculative)}")
 
 
 def _show(v) -> str:

@@ -89,17 +89,12 @@ class ReplyStats:
         return rate(self.decode_tok_s, 1)
 
     def speculation(self) -> str | None:
-        """'n-gram: 31 of 40 guesses kept (78%), 1.4x': what speculating was worth to this reply."""
+        """'n-gram guesses: 31 of 40 kept (78%), 2.1 a check, 1.40x': what speculating was worth."""
         if self.spec_mode is None:
             return None
-        label = SPEC_LABELS.get(self.spec_mode, self.spec_mode)
-        kept = (f"{self.draft_accepted} of {self.draft_tokens} guesses kept "
-                f"({100 * self.draft_accepted / self.draft_tokens:.0f}%)" if self.draft_tokens
-                else "no guesses")
-        speed = (f", {self.decode_tok_s / self.plain_tok_s:.2f}x" if self.decode_tok_s and self.plain_tok_s
-                 else "")
-        aside = f"; stepped aside: {self.spec_stepped_aside}" if self.spec_stepped_aside else ""
-        return f"{label}: {kept}{speed}{aside}"
+        speedup = self.decode_tok_s / self.plain_tok_s if self.decode_tok_s and self.plain_tok_s else None
+        return speculation_words(self.spec_mode, self.draft_tokens, self.draft_accepted,
+                                 self.spec_checks, speedup, self.spec_stepped_aside)
 
     def grammar(self) -> Figure | None:
         """What keeping to the constraint cost per generated token: microseconds under one
@@ -228,3 +223,14 @@ def duration(s: float | None) -> Figure | None:
 
 def rate(tok_s: float | None, digits: int) -> Figure | None:
     return Figure(f"{tok_s:.{digits}f}", "tok/s") if tok_s else None
+
+
+def speculation_words(mode: str, drafted: int, accepted: int, checks: int, speedup: float | None,
+                      stepped_aside: str | None) -> str:
+    """Speculation in one line, live in the gauges and after in the footer and exports alike."""
+    label = SPEC_LABELS.get(mode, mode)
+    kept = (f"{accepted} of {drafted} guesses kept ({100 * accepted / drafted:.0f}%), "
+            f"{accepted / checks:.1f} a check" if drafted and checks else "no guesses yet")
+    speed = f", {speedup:.2f}x" if speedup else ""
+    aside = f"; stepped aside: {stepped_aside}" if stepped_aside else ""
+    return f"{label}: {kept}{speed}{aside}"

@@ -1,0 +1,169 @@
+"""Speculative decoding: cheap guesses for the next tokens, checked by the model in one pass.
+
+Decode is one pass over the weights per token; a pass that carries a few more
+tokens costs little more on a machine whose decode is bandwidth-bound. So a
+guess at the next k tokens is evaluated with the token just sampled, every
+row's logits are sampled in order, and the run of guesses the model agrees
+with is kept: each check yields the agreeing guesses plus one token of the
+model's own.
+
+Correct by construction: each row is sampled by the reply's own Sampler (its
+penalties, grammar and logprobs advance token by token, as in the plain loop),
+and a guess is kept only when the sampled token equals it. For a guesser that
+proposes one token (a point mass), that is exactly the speculative-sampling
+rule: a guess d is kept with probability p(d), and a rejected row's sample is
+distributed as p without d, renormalised. Greedy replies keep the model's own
+choices. (The logits of a row in a batch of k+1 may differ from a one-token
+step's in the last bits, as any batch shape's do on a CPU.)
+
+It pays or steps aside: the Pacer measures the wall time of plain steps and
+of checks as the reply runs, and once the checks deliver fewer tokens a
+second than plain steps would, speculation is off for the rest of the reply,
+with the reason in its stats.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+K_MIN, K_MAX = 2, 8  # guesses per check
+NGRAM_SIZES = (4, 3, 2)  # the longest earlier match wins
+WARMUP_CHECKS = 6  # checks before the Pacer judges
+PLAIN_EMA = 0.2
+MODES = ("ngram", "draft")
+
+
+class Drafter(Protocol):
+    """What guesses: prompt lookup, or a draft model (app.engine.draft)."""
+
+    mode: str
+    catch_up_s: float  # time spent reading the prompt into the guesser, not judged by the Pacer
+
+    def extend(self, tokens: Iterable[int]) -> None: ...
+
+    def propose(self, k: int) -> list[int]: ...
+
+
+class NgramDrafter:
+    """Prompt lookup: guess that the text continues as it did after the latest earlier occurrence
+    of its last few tokens (what rewriting, fixing and editing a text do). O(1) per token: each
+    n-gram maps to where it was last followed by something."""
+
+    mode = "ngram"
+    catch_up_s = 0.0  # its index is built as the tokens come: nothing to catch up
+
+    def __init__(self, history: list[int]):
+        self.hist: list[int] = []
+        self.index: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in NGRAM_SIZES}
+        self.extend(history)
+
+    def extend(self, tokens) -> None:
+        for t in tokens:
+            end = len(self.hist)
+            for n in NGRAM_SIZES:
+                if end >= n:
+                    self.index[n][tuple(self.hist[end - n:end])] = end
+            self.hist.append(t)
+
+    def propose(self, k: int) -> list[int]:
+        """Up to k guesses at what follows the history."""
+        h = self.hist
+        for n in NGRAM_SIZES:
+            if len(h) <= n:
+                continue
+            at = self.index[n].get(tuple(h[-n:]))
+            if at is not None and at < len(h):
+                return h[at:at + k]
+        return []
+
+
+@dataclass
+class Pacer:
+    """Whether checks are paying: tokens a second from checks against 1 / a plain step's time.
+    Times are wall clock around the step (its decode and the sampling of its rows), the same for
+    both kinds, so the ratio is what the reader of the reply gains."""
+
+    plain_s: float | None = None  # EMA of one plain step (decode one token, sample it)
+    k: int = 4
+    checks: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    check_s: float = 0.0  # all checks' wall time
+    check_tokens: int = 0  # tokens the checks delivered (kept guesses + the model's own)
+    plain_steps: int = 0
+    plain_total_s: float = 0.0
+    stepped_aside: str | None = None
+
+    def plain_step(self, dt: float) -> None:
+        self.plain_steps += 1
+        self.plain_total_s += dt
+        self.plain_s = dt if self.plain_s is None else (1 - PLAIN_EMA) * self.plain_s + PLAIN_EMA * dt
+
+    def check(self, drafted: int, kept: int, dt: float) -> None:
+        self.checks += 1
+        self.drafted += drafted
+        self.accepted += kept
+        self.check_s += dt
+        self.check_tokens += kept + 1
+        # Guess further after a full agreement, less far after an early miss.
+        self.k = max(K_MIN, min(K_MAX, self.k * 2 if kept == drafted else kept + 2))
+        ratio = self.check_speedup()
+        if self.checks >= WARMUP_CHECKS and ratio is not None and ratio < 1.0:
+            self.stepped_aside = (f"checks ran at {ratio:.2f}x a plain step's rate after {self.checks} "
+                                  f"({100 * self.acceptance():.0f}% of guesses kept)")
+
+    @property
+    def active(self) -> bool:
+        return self.stepped_aside is None
+
+    @property
+    def calibrated(self) -> bool:
+        return self.plain_s is not None
+
+    def acceptance(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    def check_speedup(self) -> float | None:
+        """Tokens a second from checks, over a plain step's."""
+        if not self.check_s or not self.plain_s:
+            return None
+        return (self.check_tokens / self.check_s) * self.plain_s
+
+    def speedup(self) -> float | None:
+        """The whole decode's tokens a second (plain steps and checks), over plain steps' alone."""
+        spent = self.plain_total_s + self.check_s
+        if not spent or not self.plain_s:
+            return None
+        return (self.plain_steps + self.check_tokens) / spent * self.plain_s
+
+
+@dataclass
+class Speculation:
+    """One reply's guesser and its judge."""
+
+    drafter: Drafter
+    pacer: Pacer
+    # Each check as evaluated: (the KV position of its first token, its tokens). Correctness is
+    # "the target's own choice for each row of the same batch", so a check is replayable: the
+    # tests and bench --speculative run the same batches again and compare.
+    checks: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
+    guess_s: float = 0.0  # the last guesses' cost, which their check's time includes
+
+    @property
+    def mode(self) -> str:
+        return self.drafter.mode
+
+    def guesses(self, room: int) -> list[int]:
+        """The guesses to check with the next step (at most `room`: what the reply and the context
+        have left); none while speculation is off or not calibrated (a plain step's cost is the
+        yardstick, so the first step of a fresh decoder is a plain one)."""
+        p = self.pacer
+        if not p.active or not p.calibrated or room <= 0:
+            return []
+        t0, before = time.perf_counter(), self.drafter.catch_up_s
+        out = self.drafter.propose(min(room, p.k))
+        self.guess_s = time.perf_counter() - t0 - (self.drafter.catch_up_s - before)
+        return out
