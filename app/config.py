@@ -28,12 +28,14 @@ log = logging.getLogger("llamadesk.ui.config")
 
 FILE_NAME = "settings.json"
 # Changing these means building a new llama context, i.e. reloading the model.
-RELOAD_FIELDS = ("n_ctx", "n_gpu_layers", "n_threads")
+RELOAD_FIELDS = ("n_ctx", "n_gpu_layers", "n_threads", "loaded_draft")
 
 
 PROMPT_FORMATS = ("chat", "transcript")
 # The window's colours: the desktop's (whatever Qt's platform gives), or Fusion's light or dark.
 THEMES = ("system", "light", "dark")
+SPECULATIVE = ("off", "ngram", "draft")
+OPTIONAL_TEXT = ("model_path", "active_endpoint", "draft_model")  # a string, or null: none
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class AppConfig:
     seed: int = -1  # -1: a fresh random seed per reply
     dry_multiplier: float = GenerationSettings.dry_multiplier
     preamble: bool = GenerationSettings.preamble
+    speculative: str = "off"  # one of SPECULATIVE: "ngram" guesses from the conversation's text
+    draft_model: str | None = None  # the GGUF that guesses when speculative is "draft"
     endpoints: list[dict] = field(default_factory=list)  # SavedEndpoint.from_json each
     active_endpoint: str | None = None  # base_url of the server in use; None: model_path, locally
     serve_port: int = 8765  # the window's own server (the Server panel), on 127.0.0.1
@@ -101,6 +105,11 @@ class AppConfig:
         self.endpoints = [asdict(ep), *rest][:20]
         self.active_endpoint = ep.base_url
 
+    @property
+    def loaded_draft(self) -> str | None:
+        """The draft model loaded with the model: only while speculation uses it."""
+        return self.draft_model if self.speculative == "draft" else None
+
     def load_options(self) -> LoadOptions:
         return LoadOptions(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers,
                            n_threads=self.n_threads or None, spare_core=True)
@@ -110,7 +119,7 @@ class AppConfig:
             max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p,
             top_k=self.top_k, min_p=self.min_p, repeat_penalty=self.repeat_penalty,
             seed=None if self.seed < 0 else self.seed, dry_multiplier=self.dry_multiplier,
-            preamble=self.preamble,
+            preamble=self.preamble, speculative=None if self.speculative == "off" else self.speculative,
         )
 
     def needs_reload(self, other: AppConfig) -> list[str]:
@@ -124,6 +133,11 @@ class AppConfig:
             raise ValueError(f"threads must be 0 (auto) or more, got {self.n_threads}")
         if not 1024 <= self.serve_port <= 65535:
             raise ValueError(f"the server port must be 1024 to 65535, got {self.serve_port}")
+        if self.speculative not in SPECULATIVE:
+            raise ValueError(f"speculative decoding must be one of {', '.join(SPECULATIVE)}, "
+                             f"got {self.speculative!r}")
+        if self.speculative == "draft" and not self.draft_model:
+            raise ValueError("speculative decoding with a draft model needs one: choose its file")
         if self.theme not in THEMES:
             raise ValueError(f"the theme must be one of {', '.join(THEMES)}, got {self.theme!r}")
         self.generation().validate()
@@ -151,7 +165,7 @@ class ConfigLoad:
 
 def _typed(name: str, value, default):
     """The value if it has the setting's type (ints are fine for floats), else None."""
-    if name in ("model_path", "active_endpoint"):
+    if name in OPTIONAL_TEXT:
         return value if value is None or isinstance(value, str) else None
     if name == "endpoints":  # its entries are checked one by one in _read_values
         return value if isinstance(value, list) else None
@@ -172,7 +186,7 @@ def _read_values(data: dict) -> tuple[AppConfig, list[str]]:
             continue
         value, default = data[f.name], getattr(cfg, f.name)
         typed = _typed(f.name, value, default)
-        if typed is None and not (f.name in ("model_path", "active_endpoint") and value is None):
+        if typed is None and not (f.name in OPTIONAL_TEXT and value is None):
             problems.append(f"{f.name} {json.dumps(value)} is not a {type(default).__name__}, "
                             f"reset to {json.dumps(default)}")
             continue

@@ -123,6 +123,11 @@ done
 say "llamadesk bench --batch (offloaded)"
 ld bench --batch --json --model "$model" --gpu-layers -1 --threads "$threads" \
   > "$out/bench-batch.json" 2> "$out/bench-batch.log" || { tail -n 5 "$out/bench-batch.log" >&2; fail "bench --batch failed"; }
+# On a GPU a check pass of several rows costs nearly what one row does: speculation's best case.
+say "llamadesk bench --speculative (offloaded)"
+ld bench --speculative --json --model "$model" --gpu-layers -1 --threads "$threads" \
+  > "$out/bench-speculative.json" 2> "$out/bench-speculative.log" \
+  || { tail -n 5 "$out/bench-speculative.log" >&2; fail "bench --speculative failed"; }
 say "llamadesk ask (where it ran, in its own words)"
 ld ask --model "$model" --gpu-layers -1 --max-tokens 16 --temperature 0 --json "Hello" \
   > "$out/ask.json" 2> "$out/ask.log" || { tail -n 5 "$out/ask.log" >&2; fail "ask failed"; }

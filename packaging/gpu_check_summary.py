@@ -35,6 +35,7 @@ def _ratio(a, b):
 def summarize(out: Path, backend: str, build_s: int, gpu: str, total_s: int) -> dict:
     offload, cpu = _read(out / "bench-offload.json"), _read(out / "bench-cpu.json")
     batch, ask = _read(out / "bench-batch.json"), _read(out / "ask.json")
+    spec = _read(out / "bench-speculative.json")
     lb = _llama_bench(_read(out / "llama-bench.json"))
     s = {"backend": backend, "gpu": gpu, "build_s": build_s, "total_s": total_s,
          "model": _read(out / "model.json")}
@@ -55,6 +56,10 @@ def summarize(out: Path, backend: str, build_s: int, gpu: str, total_s: int) -> 
         s.update({"batch_runs_on": batch["runs_on"], "batch_speedup": batch["batch_speedup"],
                   "batch_tok_s": batch["batch_tok_s"], "online_tok_s": batch["online_tok_s"],
                   "slot_sweep_tok_s": batch["slot_sweep_tok_s"]})
+    if spec:
+        s.update({"speculative_editing_speedup": spec.get("editing_speedup"),
+                  "speculative_chat_speedup": spec.get("chat_speedup"),
+                  "speculative_editing_acceptance_pct": (spec.get("editing") or {}).get("acceptance_pct")})
     if ask:
         s["ask_runs_on"] = ask.get("runs_on")
     return s

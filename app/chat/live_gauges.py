@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, TextDelta
+from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, SpecProgress, TextDelta
 from app.engine.stats import ReplyStats
 from app.engine.utilization import Limits
 
@@ -108,6 +108,7 @@ class Snapshot:
     stats: ReplyStats | None = None  # the finished reply's: its figures are formatted from it
     streaming: bool = True  # off: the text was shown only when the reply ended
     kv_used: int = 0  # cells of the KV cache in use: the engine's count
+    spec: SpecProgress | None = None  # live, while the decode speculates (then: stats.speculation)
 
     @property
     def started(self) -> bool:
@@ -132,6 +133,7 @@ class LiveGauges:
     new_total: int = 0
     new_done: int = 0
     progress_rate: float | None = None
+    spec: SpecProgress | None = None
     stats: ReplyStats | None = None
     kv_used: int = 0
     streaming: bool = True
@@ -148,6 +150,7 @@ class LiveGauges:
         self.ttft = self.t_first = self.t_prefill = None
         self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = self.kv_used = 0
         self.progress_rate = None
+        self.spec = None
         self.stats = None
         self.deltas.clear()
         self.series = []
@@ -184,6 +187,7 @@ class LiveGauges:
             else:
                 self.new_done = self.new_total
                 self.progress_rate = ev.rate_tok_s
+                self.spec = ev.spec
                 self.generated = max(self.generated, ev.generated)
         elif isinstance(ev, FirstToken):
             self.ttft, self.t_first, self.phase = ev.ttft_s, now, "decode"
@@ -279,4 +283,5 @@ class LiveGauges:
             bw_source=self.limits.source if self.limits is not None else None,
             peak_gbs=self.limits.peak / 1e9 if self.limits is not None else None,
             prefill_gflop_s=self.gflop_s, stats=st, streaming=self.streaming, kv_used=kv_used,
+            spec=self.spec if self.active else None,
         )

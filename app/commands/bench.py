@@ -19,7 +19,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="measure decode speed and prefix reuse",
                        description="Decode the same prompt through the engine and a raw llama-cpp-python "
                                    "loop, and measure TTFT with a cached prefix.")
-    p.add_argument("--tokens", type=int, default=256, metavar="N", help="tokens to decode per run")
+    p.add_argument("--tokens", type=int, default=None, metavar="N",
+                   help="tokens to decode per run (default 256; 128 with --speculative)")
     p.add_argument("--rounds", type=int, default=5, metavar="N", help="alternating rounds (median taken)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     mode = p.add_mutually_exclusive_group()  # one benchmark per run; none given: the engine's
@@ -47,6 +48,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     mode.add_argument("--structured", action="store_true",
                       help="replies held to 44 JSON schemas: valid share, mask and compile time, decode "
                            "ratio, LlamaDesk's LLGuidance path against llama.cpp's GBNF in the same run")
+    mode.add_argument("--speculative", action="store_true",
+                      help="editing prompts (rewrites, typo fixes, reformatting, code edits) and free chat, "
+                           "each answered with and without prompt-lookup speculation: speedup, guesses "
+                           "kept, agreement with the plain reply (--tokens each, default here 128)")
     mode.add_argument("--fit", action="store_true",
                       help="predicted (app.hub.fit, from the header) against measured resident memory after "
                            "load, for the model and a llama-quantize Q8_0 copy at 2048 and 16384 tokens")
@@ -105,6 +110,8 @@ def _rates(text: str) -> tuple[float, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.tokens is None:
+        args.tokens = 128 if args.speculative else 256
     if args.tokens < 2:
         raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
     if args.markdown and not args.gui:
@@ -131,7 +138,7 @@ def _bench(args: argparse.Namespace) -> dict:
         return _serve(args, endpoint)
     if endpoint is not None:
         if (args.store or args.batch or args.quality or args.cold_start or args.gui or args.fit
-                or args.structured):
+                or args.structured or args.speculative):
             raise ValueError("--endpoint measures the server on its own: give no other benchmark mode")
         from app.bench.remote import run_remote_bench
 
@@ -140,6 +147,10 @@ def _bench(args: argparse.Namespace) -> dict:
         from app.bench.structured import run_structured_bench
 
         return run_structured_bench(args.model, load_options(args))
+    if args.speculative:
+        from app.bench.speculative import run_speculative_bench
+
+        return run_speculative_bench(args.model, load_options(args), args.tokens)
     if args.fit:
         from app.bench.fit import run_fit_bench
 

@@ -211,7 +211,8 @@ class MainWindow(QMainWindow):
         self.connections.remote = None
         self.model_path = target
         self.model_bar.set_loading(Path(target).name if target else "the default model")
-        self.bridge.load(EngineTarget(target, self.config.load_options()))
+        self.bridge.load(EngineTarget(target, self.config.load_options(),
+                                      draft_model=self.config.loaded_draft))
 
     @property
     def load_report(self):
@@ -271,7 +272,8 @@ class MainWindow(QMainWindow):
         self._save()
         theme.apply(cfg.theme)  # the transcript redraws itself on the palette change
         if reload:
-            names = {"n_ctx": "context length", "n_gpu_layers": "GPU layers", "n_threads": "threads"}
+            names = {"n_ctx": "context length", "n_gpu_layers": "GPU layers", "n_threads": "threads",
+                     "loaded_draft": "draft model"}
             what = ", ".join(names[f] for f in reload)
             self.bar.show_message(f"Changed {what}: this takes effect when the model is reloaded.",
                                   "info", action="Reload now", key="reload")

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollA
 from app.chat.live_gauges import Snapshot, Turn
 from app.engine.machine import MachineSampler
 from app.engine.machine import describe as describe_machine
-from app.engine.stats import PREFILL_RATE_MIN_TOKENS, duration, rate
+from app.engine.stats import PREFILL_RATE_MIN_TOKENS, duration, rate, speculation_words
 from app.ui.chat.meters import BigNumber, CeilingBar, KvBar
 from app.ui.widgets.charts import ChartOrNote, LineChart, TimelineChart
 from app.ui.widgets.colors import CACHED, GENERATED, NEW, WAIT
@@ -40,6 +40,10 @@ BANDWIDTH_HELP = ("Decoding reads every weight once per token, so it is bound by
 KV_HELP = ("The model's context memory: the prompt reused from the cache, the prompt read now, and the "
            "generated tokens written back, of the whole context. The last token generated is never "
            "written back, so this is one fewer than prompt plus generated.")
+SPEC_HELP = ("Speculative decoding: guesses at the next tokens, checked by the model in one step, the "
+             "agreeing ones kept. The share of guesses kept, how many a check keeps, and the decode rate "
+             "over the rate plain steps would give (measured as the reply runs). It steps aside for "
+             "the rest of a reply it does not speed up.")
 TIMELINE_HELP = ("Each reply of this conversation from Send: grey is the wait before the prompt was "
                  "read, orange the prefill, green the decode; the last bar grows while a reply runs. "
                  "A blue diamond marks a cached prefix: those tokens needed no prefill.")
@@ -132,6 +136,8 @@ class GaugesPanel(QScrollArea):
         self.prefill = BigNumber("Prefill", "tok/s", PREFILL_HELP.format(n=PREFILL_RATE_MIN_TOKENS))
         self.decode = BigNumber("Decode", "tok/s", DECODE_HELP)
         self.note = _rich_label("", lines=2)
+        self.spec = _rich_label("", lines=2)
+        self.spec.setToolTip(SPEC_HELP)
         self.ceiling_bar = CeilingBar()
         self.ceiling_bar.setToolTip(BANDWIDTH_HELP)
         self.bandwidth = _rich_label(FIRST)
@@ -173,6 +179,7 @@ class GaugesPanel(QScrollArea):
             tiles.addWidget(tile, 0, i)
         col.addLayout(tiles)
         col.addWidget(self.note)
+        col.addWidget(self.spec)
         col.addWidget(_heading("Memory bandwidth", BANDWIDTH_HELP))
         col.addWidget(self.ceiling_bar)
         col.addWidget(self.bandwidth)
@@ -208,6 +215,7 @@ class GaugesPanel(QScrollArea):
         self._status(s)
         self._tiles(s)
         self._note(s)
+        self._speculation(s)
         self._kv(s)
         live = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
         self.ceiling_bar.set_values(live, s.ceiling_tok_s, s.bw_utilization)
@@ -260,6 +268,23 @@ class GaugesPanel(QScrollArea):
         # Shown only while it has something to say: it changes with the streaming mode or the
         # server, never mid-reply, so hiding it moves nothing while a reply runs.
         self.note.setVisible(bool(text))
+
+    def _speculation(self, s: Snapshot) -> None:
+        """While a reply speculates: how many guesses it keeps and the rate it would have had
+        without them; after, the record's line (ReplyStats.speculation)."""
+        p, st = s.spec, s.stats
+        if s.active and p is not None:
+            text = speculation_words(p.mode, p.drafted, p.accepted, p.checks, p.speedup, p.stepped_aside)
+            if p.plain_tok_s:
+                text += f" · {p.plain_tok_s:.1f} tok/s without"
+        elif not s.active and st is not None and st.spec_mode is not None:
+            text = st.speculation() or ""
+            if st.plain_tok_s:
+                text += f" · {st.plain_tok_s:.1f} tok/s without"
+        else:
+            text = ""
+        self.spec.setText(text)
+        self.spec.setVisible(bool(text))
 
     def _status(self, s: Snapshot) -> None:
         if not s.started:

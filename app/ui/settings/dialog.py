@@ -20,9 +20,11 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
+    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -62,6 +64,12 @@ HINTS = {
                    "The reply stops there even mid-sentence; the footer then says 'max tokens reached'."),
     "DRY": ("Discourages repeating a run of earlier text, the prompt included.",
             "DRY: penalizes repeating a run of earlier text, the prompt included. off: 0."),
+    "Speculative": ("Guesses the next tokens and checks them in one pass of the model: the same "
+                    "reply, sooner when the guesses are right.",
+                    "Prompt lookup guesses from the conversation's own text (rewrites, fixes, "
+                    "edits); a draft model guesses with a smaller model of the same vocabulary "
+                    "(loaded with the model). It measures itself and steps aside for the rest of a "
+                    "reply it does not speed up; the gauges say so. Local models only."),
     "Appearance": ("The window's colours: Light, Dark, or the desktop's (System).",
                    "Applied at once to every window."),
 }
@@ -130,6 +138,16 @@ class SettingsDialog(QDialog):
         self.max_tokens = _spin(1, 1 << 20, cfg.max_tokens)
         self.dry = _dspin(0, 5, cfg.dry_multiplier, 0.1)
         self.dry.setSpecialValueText("off")
+        self.speculative = QComboBox()
+        for key, label in (("off", "Off"), ("ngram", "Prompt lookup (n-gram)"), ("draft", "Draft model")):
+            self.speculative.addItem(label, key)
+        self.speculative.setCurrentIndex(max(0, self.speculative.findData(cfg.speculative)))
+        self.draft_model = QLineEdit(cfg.draft_model or "")
+        self.draft_model.setPlaceholderText("a smaller GGUF with this model's vocabulary")
+        self.draft_browse = QPushButton("Choose…")
+        self.draft_browse.clicked.connect(self._choose_draft)
+        self.speculative.currentIndexChanged.connect(self._draft_enabled)
+        self._draft_enabled()
         self.preamble = QCheckBox("Frame models without a chat template with this preamble")
         self.preamble.setChecked(cfg.preamble)
         self.preamble_text = QPlainTextEdit(TranscriptFormat.preamble_text())
@@ -155,6 +173,11 @@ class SettingsDialog(QDialog):
         for label, w in (("Context length", self.n_ctx), ("GPU layers", self.gpu_layers),
                          ("Threads", self.threads)):
             model.addRow(label, _hinted(w, *(gpu_hint if label == "GPU layers" else HINTS[label])))
+        model.addRow("Speculative", _hinted(self.speculative, *HINTS["Speculative"]))
+        draft_row = QHBoxLayout()
+        draft_row.addWidget(self.draft_model, 1)
+        draft_row.addWidget(self.draft_browse)
+        model.addRow("Draft model", draft_row)
         self.hardware = HardwarePanel(report)  # read-only: where the loaded model runs
         model.addRow(self.hardware)
         prompt = QFormLayout()
@@ -199,7 +222,19 @@ class SettingsDialog(QDialog):
             repeat_penalty=self.repeat_penalty.value(), seed=self.seed.value(),
             max_tokens=self.max_tokens.value(), dry_multiplier=self.dry.value(),
             preamble=self.preamble.isChecked(), theme=self.theme.currentData(),
+            speculative=self.speculative.currentData(), draft_model=self.draft_model.text().strip() or None,
         )
+
+    def _draft_enabled(self) -> None:
+        on = self.speculative.currentData() == "draft"
+        self.draft_model.setEnabled(on)
+        self.draft_browse.setEnabled(on)
+
+    def _choose_draft(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Draft model", self.draft_model.text(),
+                                              "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.draft_model.setText(path)
 
     def _show_cache(self) -> None:
         size, files = prompt_cache.cache_usage()

@@ -1,0 +1,109 @@
+"""`llamadesk bench --speculative`: prompt-lookup speculation against plain decoding, one run.
+
+Every prompt of app.bench.speculative_set is answered twice through the
+window's engine, with and without speculation, the order alternating from
+prompt to prompt so neither always runs on a warmer machine. Greedy (and no
+repeat penalty, which fights copying) so the two replies can be compared:
+where they part, the batch shapes rounded the logits differently (a check
+evaluates several rows at once, a plain step one), which is agreement across
+shapes, measured here rather than asserted. Reported per set: the decode
+speedup (tokens over decode seconds, summed), the share of guesses kept,
+tokens kept a check, replies where speculation stepped aside, and how well
+the gauges' "rate without it" (from the measured step costs) predicted the
+plain replies' real rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from app.bench.speculative_set import CHAT, EDITING
+from app.chat.local_engine import LocalChatEngine
+from app.chat.reply import Reply
+from app.engine.loader import LoadOptions
+from app.engine.sampling import GenerationSettings
+
+TARGETS = {"editing_speedup": 1.3, "chat_speedup": 0.97}
+
+
+def _prefix_share(a: str, b: str) -> float:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n / max(len(a), len(b), 1)
+
+
+@dataclass
+class _Tally:
+    plain_n: int = 0
+    plain_s: float = 0.0
+    spec_n: int = 0
+    spec_s: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    checks: int = 0
+    aside: int = 0
+    identical: int = 0
+    predicted_plain: list[float] = field(default_factory=list)
+    shares: list[float] = field(default_factory=list)
+
+    def add(self, a: Reply, b: Reply) -> None:
+        """a: the plain reply, b: the speculating one, to the same prompt."""
+        self.plain_n += a.stats.decode_tokens or 0
+        self.plain_s += a.stats.decode_s or 0.0
+        st = b.stats
+        self.spec_n += st.decode_tokens or 0
+        self.spec_s += st.decode_s or 0.0
+        self.drafted += st.draft_tokens
+        self.accepted += st.draft_accepted
+        self.checks += st.spec_checks
+        self.aside += st.spec_stepped_aside is not None
+        self.identical += a.text == b.text
+        if st.plain_tok_s:
+            self.predicted_plain.append(st.plain_tok_s)
+        self.shares.append(_prefix_share(a.text, b.text))
+
+    def report(self) -> dict:
+        plain = self.plain_n / self.plain_s if self.plain_s else None
+        spec = self.spec_n / self.spec_s if self.spec_s else None
+        pred = self.predicted_plain
+        return {
+            "prompts": len(self.shares), "plain_tok_s": _r(plain), "spec_tok_s": _r(spec),
+            "speedup": _r(spec / plain if plain and spec else None, 3),
+            "acceptance_pct": _r(100 * self.accepted / self.drafted if self.drafted else None),
+            "accepted_per_check": _r(self.accepted / self.checks if self.checks else None, 2),
+            "checks": self.checks, "stepped_aside": self.aside, "identical_replies": self.identical,
+            "agreement_pct": _r(100 * sum(self.shares) / len(self.shares) if self.shares else None),
+            # The gauges' "rate without it" against the plain replies' measured rate.
+            "predicted_plain_ratio": _r(sum(pred) / len(pred) / plain if pred and plain else None, 3),
+        }
+
+
+def _run_set(engine: LocalChatEngine, prompts, tokens: int) -> dict:
+    plain = GenerationSettings(max_tokens=tokens, temperature=0, repeat_penalty=1.0)
+    spec = replace(plain, speculative="ngram")
+    tally = _Tally()
+    for i, prompt in enumerate(prompts):
+        order = (plain, spec) if i % 2 == 0 else (spec, plain)
+        got = {id(s): engine.reply([], prompt, s) for s in order}
+        tally.add(got[id(plain)], got[id(spec)])
+    return tally.report()
+
+
+def _r(v: float | None, digits: int = 1) -> float | None:
+    return round(v, digits) if v is not None else None
+
+
+def run_speculative_bench(model: str | None, options: LoadOptions, tokens: int) -> dict:
+    engine = LocalChatEngine.open(model, options)
+    try:
+        engine.reply([], "Hello.", GenerationSettings(max_tokens=8))  # load, page in, calibrate
+        editing = _run_set(engine, EDITING, tokens)
+        chat = _run_set(engine, CHAT, tokens)
+    finally:
+        engine.close()
+    got = {"editing_speedup": editing["speedup"], "chat_speedup": chat["speedup"]}
+    return {"tokens": tokens, "editing": editing, "chat": chat, **got, "targets": TARGETS,
+            "meets_targets": all(got[k] is not None and got[k] >= v for k, v in TARGETS.items())}
