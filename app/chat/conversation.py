@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.chat.reply_format import ReplyFormat, ReplyFormatError
 from app.engine.prompt import PromptMessage
 from app.engine.stats import ReplyStats
 from app.history.records import COMPLETE, StoredConversation
@@ -24,6 +25,7 @@ class LiveMessage:
     out_of_context: bool = False  # the context budget left it out of the last prompt
     id: int | None = None  # the store's message id, once saved
     state: str = COMPLETE  # INTERRUPTED: cut off (an error, a crash, a switch) with its text kept
+    format: str | None = None  # JSON_REPLY: held to JSON, drawn as a JSON code block; None: Markdown
 
 
 @dataclass
@@ -32,6 +34,9 @@ class LiveConversation:
     messages: list[LiveMessage] = field(default_factory=list)
     title: str = ""
     id: int | None = None  # the store's conversation id, once saved
+    reply_format: ReplyFormat = field(default_factory=ReplyFormat)  # what its next replies must be
+    # Why the stored reply format could not be used (it reads as text then), said once on opening.
+    format_note: str | None = None
 
     def history(self, upto: int | None = None) -> list[PromptMessage]:
         """What the engine sees as earlier turns (everything before `upto`)."""
@@ -90,7 +95,12 @@ class LiveConversation:
         A reply cut off before its first token has nothing to show or send, so
         it is left out (as the store's own history() leaves it out).
         """
-        msgs = [LiveMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state)
+        msgs = [LiveMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state, m.format)
                 for m in stored.messages if m.role in ("user", "assistant")
                 and not (m.role == "assistant" and m.state != COMPLETE and not m.content)]
-        return cls(stored.system_prompt or "", msgs, stored.title, stored.id)
+        conv = cls(stored.system_prompt or "", msgs, stored.title, stored.id)
+        try:
+            conv.reply_format = ReplyFormat.from_json(stored.reply_format)
+        except ReplyFormatError as e:
+            conv.format_note = f"This conversation's reply format cannot be used ({e}); its replies are text"
+        return conv

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from app.chat.engines import ReplyEngine
 from app.chat.reply import Reply
+from app.chat.reply_format import reply_kind
 from app.engine.control import CancelToken, EventSink
 from app.engine.events import Event, TextDelta
 from app.engine.prompt import PromptMessage
@@ -90,11 +91,16 @@ class TurnRecorder:
                 "model": self.model["file"] if self.model else None}
 
     def begin(self, conv_id: int | None, user_text: str, system: str | None,
-              settings: GenerationSettings, history_ids: Sequence[int | None] = ()) -> Turn | None:
-        """Save the question and an empty reply row ("generating") before generation starts."""
+              settings: GenerationSettings, history_ids: Sequence[int | None] = (),
+              reply_format: dict | None = None) -> Turn | None:
+        """Save the question and an empty reply row ("generating") before generation starts; the
+        row is marked JSON when the settings hold the reply to JSON. `reply_format` (the window's
+        ReplyFormat.to_json) is saved with the conversation; None leaves the stored one."""
         def save() -> Turn:  # one transaction: a failure leaves no conversation without its question
             fields = self._conversation_fields(system, settings)
-            cid, user_id, reply_id = self.store.begin_turn(conv_id, user_text, **fields)
+            cid, user_id, reply_id = self.store.begin_turn(conv_id, user_text, **fields,
+                                                           reply_format=reply_format,
+                                                           reply_as=reply_kind(settings.constraint))
             return Turn(cid, user_id, reply_id, list(history_ids), conv_id is None)
         return self._guard("save the question", save)
 
@@ -152,6 +158,11 @@ class TurnRecorder:
                 self.store.delete_message(turn.user_message_id)
         self._guard("remove the reply", rollback)
         return False
+
+    def save_reply_format(self, conv_id: int, reply_format: dict) -> None:
+        """The format chosen between turns, saved at once (the next turn would save it too late for
+        a conversation reopened before it)."""
+        self._guard("save the reply format", lambda: self.store.set_reply_format(conv_id, reply_format))
 
     def remove(self, message_ids: Sequence[int | None]) -> None:
         """Messages taken back by regenerate or edit."""

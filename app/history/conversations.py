@@ -8,12 +8,15 @@ anything deleted long enough ago.
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from app.engine.stats import ReplyStats
 from app.history.connection import MAX_ID, StoreBase
 from app.history.errors import ConversationNotFound
-from app.history.records import ConversationSummary, StoredConversation, StoredMessage
+from app.history.records import FORMATS, ConversationSummary, StoredConversation, StoredMessage
+
+log = logging.getLogger("llamadesk.store")
 
 
 class ConversationRows(StoreBase):
@@ -41,22 +44,32 @@ class ConversationRows(StoreBase):
         self._check_id(conv_id)
         with self._read() as c:
             row = c.execute(
-                "SELECT id, title, created_at, updated_at, system_prompt, model, settings "
+                "SELECT id, title, created_at, updated_at, system_prompt, model, settings, reply_format "
                 "FROM conversations WHERE id = ? AND deleted_at IS NULL", (conv_id,)).fetchone()
             if row is None:
                 raise ConversationNotFound(self.path, f"no conversation with id {conv_id}")
             rows = c.execute(
                 "SELECT id, conversation_id, role, content, created_at, updated_at, state, stats, "
-                "out_of_context FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,)).fetchall()
+                "out_of_context, format FROM messages WHERE conversation_id = ? ORDER BY id",
+                (conv_id,)).fetchall()
         conv = StoredConversation(row[0], row[1], row[2], row[3], row[4], row[5],
-                                  settings=json.loads(row[6] or "{}"))
+                                  settings=json.loads(row[6] or "{}"), reply_format=_reply_format(row[7]))
         from_json = ReplyStats.from_json
         conv.messages = [
             StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                          from_json(json.loads(r[7])) if r[7] else None, bool(r[8]))
+                          from_json(json.loads(r[7])) if r[7] else None, bool(r[8]),
+                          r[9] if r[9] in FORMATS else None)
             for r in rows
         ]
         return conv
+
+    def set_reply_format(self, conv_id: int, reply_format: dict | None) -> None:
+        """The format chosen for the conversation's next replies (None: text), saved when chosen
+        so that reopening the conversation before its next turn still finds it."""
+        with self._write() as c:
+            self._require(c, conv_id)
+            c.execute("UPDATE conversations SET reply_format = ? WHERE id = ?",
+                      (_reply_format_json(reply_format), conv_id))
 
     def rename_conversation(self, conv_id: int, title: str) -> None:
         title = " ".join(title.split())
@@ -117,8 +130,31 @@ class ConversationRows(StoreBase):
 
 
 def insert_conversation(c, title: str, created: float, updated: float, system_prompt: str | None,
-                        model: str | None, settings: dict) -> int:
+                        model: str | None, settings: dict, reply_format: dict | None = None) -> int:
     cur = c.execute(
-        "INSERT INTO conversations (title, created_at, updated_at, system_prompt, model, settings) "
-        "VALUES (?, ?, ?, ?, ?, ?)", (title, created, updated, system_prompt, model, json.dumps(settings)))
+        "INSERT INTO conversations (title, created_at, updated_at, system_prompt, model, settings, "
+        "reply_format) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (title, created, updated, system_prompt, model, json.dumps(settings),
+         _reply_format_json(reply_format)))
     return cur.lastrowid
+
+
+def _reply_format_json(reply_format: dict | None) -> str | None:
+    if reply_format is not None and not isinstance(reply_format, dict):
+        raise ValueError("a reply format is a JSON object or None")
+    return json.dumps(reply_format, ensure_ascii=False) if reply_format is not None else None
+
+
+def _reply_format(text: str | None) -> dict | None:
+    """The stored reply format; one a hand edit broke reads as none (text), said in the log, so
+    the conversation still opens."""
+    if text is None:
+        return None
+    try:
+        d = json.loads(text)
+    except ValueError:
+        d = None
+    if not isinstance(d, dict):
+        log.warning("a conversation's stored reply format is not a JSON object; its replies are text")
+        return None
+    return d

@@ -19,7 +19,15 @@ from app.history.connection import MAX_ID, StoreBase
 from app.history.conversations import insert_conversation
 from app.history.db_file import pid_alive
 from app.history.errors import StoreError
-from app.history.records import COMPLETE, GENERATING, INTERRUPTED, ROLES, STATES, StoredConversation
+from app.history.records import (
+    COMPLETE,
+    FORMATS,
+    GENERATING,
+    INTERRUPTED,
+    ROLES,
+    STATES,
+    StoredConversation,
+)
 
 log = logging.getLogger("llamadesk.store")
 
@@ -61,32 +69,39 @@ class MessageRows(StoreBase):
             return mid
 
     def begin_turn(self, conv_id: int | None, user_text: str, *, system_prompt: str | None = None,
-                   model: str | None = None, settings: dict | None = None) -> tuple[int, int, int]:
+                   model: str | None = None, settings: dict | None = None,
+                   reply_format: dict | None = None, reply_as: str | None = None) -> tuple[int, int, int]:
         """The first write of a turn, all or nothing: the conversation (new, or its
-        system prompt, model and settings brought up to date; None leaves one as
-        it was), the question and the empty "generating" reply in one
-        transaction, so a failure (a full disk, text that cannot be stored)
-        never leaves an untitled conversation without its question.
+        system prompt, model, settings and reply format brought up to date; None
+        leaves one as it was), the question and the empty "generating" reply (held
+        to `reply_as`, JSON_REPLY or None) in one transaction, so a failure (a full
+        disk, text that cannot be stored) never leaves an untitled conversation
+        without its question.
 
         Returns (conversation id, question id, reply id).
         """
         for what, text in (("message", user_text), ("system prompt", system_prompt), ("model name", model)):
             if text is not None:
                 _storable(self.path, text, what)
+        if reply_as is not None and reply_as not in FORMATS:
+            raise ValueError(f"unknown reply format {reply_as!r}")
         meta = json.dumps(settings) if settings is not None else None
+        fmt = json.dumps(reply_format, ensure_ascii=False) if reply_format is not None else None
         title, now = make_title(user_text), time.time()
         with self._write() as c:
             if conv_id is None:
-                conv_id = insert_conversation(c, title, now, now, system_prompt, model, settings or {})
+                conv_id = insert_conversation(c, title, now, now, system_prompt, model, settings or {},
+                                              reply_format)
             else:
                 self._require(c, conv_id)
                 c.execute(
                     "UPDATE conversations SET system_prompt = coalesce(?, system_prompt), "
                     "model = coalesce(?, model), settings = coalesce(?, settings), "
+                    "reply_format = coalesce(?, reply_format), "
                     "updated_at = max(updated_at, ?), title = CASE title WHEN '' THEN ? ELSE title END "
-                    "WHERE id = ?", (system_prompt, model, meta, now, title, conv_id))
+                    "WHERE id = ?", (system_prompt, model, meta, fmt, now, title, conv_id))
             user_id = _insert(c, conv_id, "user", user_text, None, COMPLETE, False, now, now)
-            reply_id = _insert(c, conv_id, "assistant", "", None, GENERATING, False, now, now)
+            reply_id = _insert(c, conv_id, "assistant", "", None, GENERATING, False, now, now, reply_as)
         return conv_id, user_id, reply_id
 
     def begin_reply(self, conv_id: int) -> int:
@@ -163,11 +178,11 @@ class MessageRows(StoreBase):
         """
         with self._write() as c:
             cid = insert_conversation(c, conv.title, conv.created_at, conv.updated_at, conv.system_prompt,
-                                      conv.model, conv.settings)
+                                      conv.model, conv.settings, conv.reply_format)
             for m in conv.messages:
                 state = INTERRUPTED if m.state == GENERATING else m.state
                 _insert(c, cid, m.role, m.content, m.stats, state, m.out_of_context,
-                        m.created_at, m.updated_at)
+                        m.created_at, m.updated_at, m.format)
             return cid
 
 
@@ -181,12 +196,12 @@ def _storable(path, text: str, what: str) -> None:
                                f"bytes that are not UTF-8); nothing was saved") from e
 
 
-def _insert(c, conv_id, role, content, stats, state, out_of_context, created, updated) -> int:
+def _insert(c, conv_id, role, content, stats, state, out_of_context, created, updated, fmt=None) -> int:
     cur = c.execute(
         "INSERT INTO messages (conversation_id, role, content, created_at, updated_at, state, stats, "
-        "out_of_context, writer_pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "out_of_context, writer_pid, format) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conv_id, role, content, created, updated, state, _stats_json(stats), int(out_of_context),
-         os.getpid() if state == GENERATING else None))
+         os.getpid() if state == GENERATING else None, fmt))
     return cur.lastrowid
 
 

@@ -50,7 +50,15 @@ V2 = [
     "CREATE INDEX conversations_by_update ON conversations(deleted_at, updated_at)",
 ]
 
-STEPS = [V1, V2]
+# v3: structured replies. A conversation's reply format, as the window's chooser keeps it (JSON:
+# text, any JSON or a JSON schema; NULL reads as text, which every older conversation is), and
+# what each reply was held to ("json"; NULL: Markdown text), so it is drawn as what it is.
+V3 = [
+    "ALTER TABLE conversations ADD COLUMN reply_format TEXT",
+    "ALTER TABLE messages ADD COLUMN format TEXT",
+]
+
+STEPS = [V1, V2, V3]
 CURRENT = len(STEPS)
 
 

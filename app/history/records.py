@@ -15,6 +15,9 @@ from app.engine.stats import ReplyStats
 COMPLETE, GENERATING, INTERRUPTED = "complete", "generating", "interrupted"
 STATES = (COMPLETE, GENERATING, INTERRUPTED)
 ROLES = ("system", "user", "assistant")
+# A reply held to JSON by its constraint: shown and exported as a JSON code block, not Markdown.
+JSON_REPLY = "json"
+FORMATS = (JSON_REPLY,)
 
 
 @dataclass
@@ -28,6 +31,7 @@ class StoredMessage:
     state: str = COMPLETE
     stats: ReplyStats | None = None
     out_of_context: bool = False  # left out of the latest reply's prompt by the context budget
+    format: str | None = None  # JSON_REPLY: held to JSON; None: Markdown text
 
 
 @dataclass
@@ -52,6 +56,8 @@ class StoredConversation:
     model: str | None = None
     settings: dict = field(default_factory=dict)
     messages: list[StoredMessage] = field(default_factory=list)
+    # The window's reply format for the next turns (app.chat.reply_format reads it); None: text.
+    reply_format: dict | None = None
 
     def history(self) -> tuple[list[PromptMessage], list[int]]:
         """The turns to send to the engine, and the message id of each.

@@ -21,7 +21,7 @@ from app import __version__
 from app.engine.stats import ReplyStats
 from app.history import timestamps
 from app.history.errors import TranscriptError
-from app.history.records import ROLES, STATES, StoredConversation, StoredMessage
+from app.history.records import FORMATS, ROLES, STATES, StoredConversation, StoredMessage
 
 FORMAT = "llamadesk.transcript"
 VERSION = 1
@@ -47,6 +47,7 @@ def to_document(conv: StoredConversation) -> dict:
             "system_prompt": conv.system_prompt,
             "model": conv.model,
             "settings": conv.settings,
+            "reply_format": conv.reply_format,
             "messages": [
                 {
                     "role": m.role,
@@ -55,6 +56,7 @@ def to_document(conv: StoredConversation) -> dict:
                     "updated_at": _finite(m.updated_at),
                     "state": m.state,
                     "out_of_context": m.out_of_context,
+                    "format": m.format,
                     "stats": ({k: _finite(v) for k, v in m.stats.to_json().items()}
                               if m.stats is not None else None),
                 }
@@ -171,6 +173,7 @@ def from_document(doc) -> StoredConversation:
         system_prompt=_get(c, "system_prompt", (str,), w, optional=True),
         model=_get(c, "model", (str,), w, optional=True),
         settings=_get(c, "settings", (dict,), w, optional=True) or {},
+        reply_format=_get(c, "reply_format", (dict,), w, optional=True),
     )
     for i, m in enumerate(_get(c, "messages", (list,), w)):
         conv.messages.append(_message(m, f"messages[{i}]"))
@@ -186,13 +189,16 @@ def _message(m, mw: str) -> StoredMessage:
     state = _get(m, "state", (str,), mw)
     if state not in STATES:
         raise _Bad(f"{mw}.state {state!r} is not one of {', '.join(STATES)}")
+    fmt = _get(m, "format", (str,), mw, optional=True)
+    if fmt is not None and fmt not in FORMATS:
+        raise _Bad(f"{mw}.format {fmt!r} is not one of {', '.join(FORMATS)} (or null: Markdown text)")
     created = _time(m, "created_at", mw)
     updated = _time_or_none(m, "updated_at", mw)
     return StoredMessage(
         id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw),
         created_at=created, updated_at=created if updated is None else updated,
         state=state, stats=_stats(m.get("stats"), mw),
-        out_of_context=bool(_get(m, "out_of_context", (bool,), mw, optional=True)),
+        out_of_context=bool(_get(m, "out_of_context", (bool,), mw, optional=True)), format=fmt,
     )
 
 

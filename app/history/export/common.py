@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from app.history import timestamps
-from app.history.records import INTERRUPTED, StoredConversation, StoredMessage
+from app.history.export.rendering import json_markdown
+from app.history.records import INTERRUPTED, JSON_REPLY, StoredConversation, StoredMessage
 
 ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
 
@@ -22,6 +23,11 @@ def marks(m: StoredMessage) -> list[str]:
     if m.out_of_context:
         out.append("out of context")
     return out
+
+
+def reply_markdown(m: StoredMessage) -> str:
+    """A reply's text as Markdown: a reply held to JSON as its JSON code block, else as written."""
+    return json_markdown(m.content) if m.format == JSON_REPLY else m.content
 
 
 def header_facts(conv: StoredConversation) -> list[str]:

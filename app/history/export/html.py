@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from html import escape
 
-from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.history.export.common import ROLE_NAMES, header_facts, marks, reply_markdown, title, when
 from app.history.export.rendering import HtmlRenderer, page_css, typed_segments
 from app.history.records import StoredConversation, StoredMessage
 
@@ -84,7 +84,7 @@ def _typed(text: str, renderer: HtmlRenderer) -> str:
 def _message(m: StoredMessage, renderer: HtmlRenderer) -> str:
     cls = ["msg", _e(m.role)] + (["out-of-context"] if m.out_of_context else [])
     extra = "".join(f'<span class="mark">{_e(x)}</span>' for x in marks(m))
-    body = renderer.render(m.content).html if m.role == "assistant" else _typed(m.content, renderer)
+    body = renderer.render(reply_markdown(m)).html if m.role == "assistant" else _typed(m.content, renderer)
     return (f'<section class="{" ".join(cls)}"><div class="head">'
             f'<span class="role">{_e(ROLE_NAMES.get(m.role, m.role))}</span>'
             f'<span class="when">{_e(when(m.created_at))}</span>{extra}</div>'

@@ -15,6 +15,8 @@ single newlines kept, as models write line by line.
 from __future__ import annotations
 
 import html
+import json
+import re
 from dataclasses import dataclass, field
 
 from markdown_it import MarkdownIt
@@ -43,6 +45,19 @@ def lexer_for(lang: str) -> Lexer:
 
 def fence_lang(info: str) -> str:
     return (info or "").strip().split(" ")[0]
+
+
+def json_markdown(text: str) -> str:
+    """A reply held to JSON as the Markdown of one JSON code block, which every renderer then
+    highlights: pretty-printed when it parses, as it came when it does not (max tokens can cut
+    it short, and a cut reply is still what the model wrote). The fence is longer than any run
+    of backticks inside, so a string holding one cannot close it."""
+    try:
+        shown = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
+    except (ValueError, RecursionError):
+        shown = text.strip("\n")
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", shown)), default=0))
+    return f"{fence}json\n{shown}\n{fence}\n"
 
 
 @dataclass
