@@ -14,9 +14,15 @@ from app.remote.errors import EndpointConfigError
 from app.remote.keys import key_from_env, with_saved_key
 
 
-def add_model_args(p: argparse.ArgumentParser, ctx: int = 4096, ctx_help: str = "context length") -> None:
+def add_model_args(p: argparse.ArgumentParser, ctx: int = 4096, ctx_help: str = "context length",
+                   several: bool = False) -> None:
+    """`several`: --model may be repeated (a list, or None)."""
     g = p.add_argument_group("model")
-    g.add_argument("--model", metavar="PATH", help="GGUF file (default: bundled Gemma 3 270M)")
+    if several:
+        g.add_argument("--model", metavar="PATH", action="append",
+                       help="GGUF file (default: bundled Gemma 3 270M); repeat it to serve several models")
+    else:
+        g.add_argument("--model", metavar="PATH", help="GGUF file (default: bundled Gemma 3 270M)")
     g.add_argument("--ctx", type=int, default=ctx, metavar="N", help=f"{ctx_help} (default {ctx})")
     g.add_argument("--gpu-layers", type=int, default=-1, metavar="N",
                    help="layers to offload to the GPU; -1 = all, 0 = CPU only (default -1)")

@@ -13,6 +13,7 @@ import errno
 import ipaddress
 import logging
 import socket
+from pathlib import Path
 
 from app.batch.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
 from app.batch.engine import ONLINE_RESERVE
@@ -24,6 +25,8 @@ from app.remote.keys import key_from_env
 DEFAULT_PORT = 8765
 DEFAULT_SLOTS = 4
 DEFAULT_SLOT_CTX = 4096
+DEFAULT_MODELS_MAX = 4  # llama-server's router's
+LOAD_WAIT_S = 60.0
 
 
 class PortInUse(LlamaDeskError):
@@ -51,8 +54,54 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "CORS; every other page is refused; repeatable")
     p.add_argument("--max-waiting", type=int, default=64, metavar="N",
                    help="online requests that may wait for a slot; past it, 429 (default 64)")
-    add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot")
+    add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot", several=True)
+    g = p.add_argument_group("several models (any of these, or --model more than once: each model is loaded "
+                             "when a request names it)")
+    g.add_argument("--models-dir", metavar="DIR",
+                   help="serve every GGUF file in DIR (besides any --model); each is loaded when a request "
+                        "names it")
+    g.add_argument("--models-max", type=int, metavar="N",
+                   help=f"models loaded at once; past it the least recently used idle one is unloaded "
+                        f"(default {DEFAULT_MODELS_MAX})")
+    g.add_argument("--models-idle-unload", type=float, metavar="SECONDS",
+                   help="unload a model no request has used for SECONDS (default 0: never)")
+    g.add_argument("--models-memory", type=float, metavar="MIB",
+                   help="memory the loaded models may take together, in MiB (default: what this machine has "
+                        "free when a model loads); a model that cannot fit is refused with 503")
+    g.add_argument("--models-load-wait", type=float, default=LOAD_WAIT_S, metavar="SECONDS",
+                   help=f"how long a request waits for its model to load, then 503 (default {LOAD_WAIT_S:g})")
     return p
+
+
+def several_models(args: argparse.Namespace) -> bool:
+    """Whether these flags ask for the multi-model server (one --model with --models-idle-unload,
+    say, is a model loaded on demand and let go when idle)."""
+    return len(args.model or ()) > 1 or any(getattr(args, f) is not None for f in (
+        "models_dir", "models_max", "models_idle_unload", "models_memory"))
+
+
+def model_paths(args: argparse.Namespace) -> list[Path]:
+    """The files a multi-model server serves: each --model, then DIR's *.gguf by name
+    (multimodal projectors, mmproj*, left out), each once."""
+    from app.engine.models import resolve_model
+
+    given = args.model or ([None] if args.models_dir is None else [])  # None: the bundled model
+    paths = [resolve_model(m) for m in given]
+    if args.models_dir is not None:
+        d = Path(args.models_dir).expanduser()
+        if not d.is_dir():
+            raise ValueError(f"--models-dir {d} is not a folder")
+        found = sorted(p for p in d.glob("*.gguf") if p.is_file() and not p.name.lower().startswith("mmproj"))
+        if not found and not paths:
+            raise ValueError(f"--models-dir {d} holds no .gguf file")
+        paths += found
+    seen: dict[str, Path] = {}
+    for p in paths:
+        if p.name in seen and seen[p.name].resolve() != p.resolve():
+            raise ValueError(f"two models are named {p.name} ({seen[p.name]} and {p}); a request names a "
+                             "model by its file name, so rename one")
+        seen.setdefault(p.name, p)
+    return list(seen.values())
 
 
 def _loopback(host: str) -> bool:
@@ -101,8 +150,6 @@ def _data_store():
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from app.engine.loader import load_model
     from app.engine.models import resolve_model
     from app.serve.api import create_app
@@ -124,7 +171,9 @@ def run(args: argparse.Namespace) -> int:
                                   "with --api-key-env VAR (or bind 127.0.0.1)")
     opts = load_options(args)
     slot_ctx, opts.n_ctx = opts.n_ctx, 256  # the chat context is unused here
-    path = resolve_model(args.model)
+    if several_models(args):
+        return _run_several(args, opts, slot_ctx, key, hosts, origins)
+    path = resolve_model(args.model[0] if args.model else None)
     store = _data_store()
     try:
         sock = listen(args.host, args.port)
@@ -144,17 +193,62 @@ def run(args: argparse.Namespace) -> int:
                 note(f"serving {model_id} on http://{args.host}:{args.port}/v1 · {args.parallel} slots of "
                      f"{host.slot_ctx} tokens · runs on {model.report.runs_on}"
                      + (" · API key required" if key else ""))
-                logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-                _log_requests_to_terminal()
-                # The log is on the disk that fills: a line that cannot be written is lost, not a
-                # traceback on the terminal for every line after it.
-                logging.raiseExceptions = False
-                config = uvicorn.Config(app, log_level="warning", access_log=False)
-                uvicorn.Server(config).run(sockets=[sock])
+                _serve_forever(app, sock)
             finally:
                 host.close()
         finally:
             model.close()
     finally:
         sock.close()  # the store stays open: a batch's thread may still be writing as the process ends
+    return 0
+
+
+def _serve_forever(app, sock: socket.socket) -> None:
+    import uvicorn
+
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    _log_requests_to_terminal()
+    # The log is on the disk that fills: a line that cannot be written is lost, not a
+    # traceback on the terminal for every line after it.
+    logging.raiseExceptions = False
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _run_several(args: argparse.Namespace, opts, slot_ctx: int, key, hosts, origins) -> int:
+    """Several models behind one door (app.serve.models_api), each loaded when first asked for."""
+    from app.engine.gguf import human_size
+    from app.serve.models_api import ServeSettings, create_models_app
+    from app.serve.pool import ModelPool
+
+    args.models_max = DEFAULT_MODELS_MAX if args.models_max is None else args.models_max
+    args.models_idle_unload = args.models_idle_unload or 0.0
+    check_range("--models-max", args.models_max, 1, 1000)
+    for flag, value in (("--models-idle-unload", args.models_idle_unload),
+                        ("--models-load-wait", args.models_load_wait),
+                        ("--models-memory", args.models_memory)):
+        if value is not None and not 0 <= value < 1e9:
+            raise ValueError(f"{flag} must be a number of at least 0, got {value}")
+    settings = ServeSettings(opts, args.parallel, slot_ctx, args.max_waiting)
+    specs = [settings.spec(p) for p in model_paths(args)]
+    memory = None if args.models_memory is None else int(args.models_memory * 2**20)
+    pool = ModelPool(specs, settings.build, args.models_max, args.models_idle_unload, memory)
+    store = _data_store()
+    try:
+        sock = listen(args.host, args.port)
+    except PortInUse:
+        store.close()
+        pool.close()
+        raise
+    try:
+        app = create_models_app(pool, settings, key, store=store, bind=args.host, allow_hosts=hosts,
+                                allow_origins=origins, load_wait_s=args.models_load_wait)
+        listed = ", ".join(f"{s.id} ({human_size(s.need)})" for s in specs)
+        note(f"serving {len(specs)} models on http://{args.host}:{args.port}/v1, each loaded when first "
+             f"asked for (at most {args.models_max} at once): {listed} · {args.parallel} slots of {slot_ctx} "
+             "tokens each" + (" · API key required" if key else ""))
+        _serve_forever(app, sock)
+    finally:
+        pool.close()
+        sock.close()
     return 0

@@ -183,9 +183,11 @@ def _failure(mark: int, opts: LoadOptions, e: Exception) -> str:
     return reason or f"llama.cpp could not load it ({e})"
 
 
-def load_model(path: str | Path, opts: LoadOptions | None = None) -> LoadedModel:
+def load_model(path: str | Path, opts: LoadOptions | None = None,
+               header: GGUFHeader | None = None) -> LoadedModel:
+    """`header`: the file's, read already (a server that loads it again spares the read)."""
     opts = opts or LoadOptions()
-    header = read_header(path)  # raises ModelFileError with a precise reason
+    header = header or read_header(path)  # raises ModelFileError with a precise reason
     p = header.path
     _check_limits(p, opts)
     backend.avoid_amx_repack()
