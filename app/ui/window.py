@@ -38,6 +38,7 @@ from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Loaded
 from app.ui.chat.flow import ChatFlow
 from app.ui.chat.gauges import GaugesPanel, MachineFeed
+from app.ui.chat.reply_format import ReplyFormatChooser, follow_conversations
 from app.ui.chat.view import ChatView
 from app.ui.chat.welcome import ChatArea
 from app.ui.compare.window import CompareWindow, compare_choices
@@ -100,6 +101,7 @@ class MainWindow(QMainWindow):
         self.system_prompt = QLineEdit()
         self.system_prompt.setPlaceholderText("System prompt for this conversation (optional)")
         self.system_prompt.textChanged.connect(self._on_system_prompt)
+        self.reply_format = ReplyFormatChooser()
         self.actions_row = ActionsRow()
         a = self.actions_row
         self.new_button, self.regen_button, self.edit_button = a.new_button, a.regen_button, a.edit_button
@@ -135,6 +137,7 @@ class MainWindow(QMainWindow):
         sys_row = QHBoxLayout()
         sys_row.addWidget(QLabel("System"))
         sys_row.addWidget(self.system_prompt, 1)
+        sys_row.addWidget(self.reply_format)
         chat = QWidget()
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
@@ -174,6 +177,7 @@ class MainWindow(QMainWindow):
         self.batch_button.clicked.connect(self.open_batch)
         self.serve_button.clicked.connect(self.open_server)
         self.compare_button.clicked.connect(self.open_compare)
+        follow_conversations(self.reply_format, self.flow, self.bar)
         self.flow.busy_changed.connect(lambda _b: self._update_actions())
         self.flow.reply_finished.connect(lambda _m: self._update_actions())
         self.bar.action_triggered.connect(self._on_bar_action)

@@ -9,12 +9,19 @@ saves the reply so far every SAVE_EVERY_S through the same TurnRecorder that
 `llamadesk ask` uses, so both follow one policy: whatever the user was shown
 is kept, and a reply that failed or was left after some text is sealed
 "interrupted" with that text.
+
+The conversation's reply format (app.chat.reply_format) is applied here, to
+the settings of each turn, so every engine that answers (the chat's own, a
+slot of the Batch window or the server, a remote server) gets the same
+constraint; a reply held to JSON streams into a JSON code box from its first
+character and is marked JSON in the store.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -22,6 +29,7 @@ from app.chat.conversation import LiveConversation, LiveMessage
 from app.chat.live_gauges import LiveGauges
 from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
 from app.chat.reply import Reply
+from app.chat.reply_format import ReplyFormat, reply_kind
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
@@ -34,6 +42,7 @@ from app.ui.widgets.message_bar import MessageBar
 
 FRAME_MS = 16
 GAUGE_MS = 100
+JSON_FENCE = "```json\n"  # a JSON reply's live text opens its code box (JSON has no line of ```)
 
 
 class ChatFlow(QObject):
@@ -41,6 +50,7 @@ class ChatFlow(QObject):
     reply_finished = Signal(object)  # the assistant LiveMessage
     reply_failed = Signal(str)
     busy_changed = Signal(bool)
+    conversation_changed = Signal(object)  # the LiveConversation now shown (new or opened)
 
     def __init__(self, bridge: EngineBridge, view: ChatView, composer: Composer, panel: GaugesPanel,
                  bar: MessageBar, settings: Callable[[], GenerationSettings],
@@ -56,6 +66,7 @@ class ChatFlow(QObject):
         self.job: Job | None = None
         self._parts: list[str] = []
         self._painted = 0  # how many of _parts the view already shows
+        self._opening = ""  # what the live reply's text starts with (JSON_FENCE for a JSON reply)
         self._frame = QTimer(self)
         self._frame.setInterval(FRAME_MS)
         self._frame.timeout.connect(self._paint_frame)
@@ -88,7 +99,7 @@ class ChatFlow(QObject):
                                   "(your message is kept).", "warning")
             return False
         try:
-            settings = self.settings_source()
+            settings = self.turn_settings()
             settings.validate()
         except ValueError as e:
             self.bar.show_message(f"Settings: {e}", "error")
@@ -100,12 +111,26 @@ class ChatFlow(QObject):
     def stop(self) -> None:
         self.bridge.stop()
 
+    def turn_settings(self) -> GenerationSettings:
+        """The window's settings for the next turn, held to the conversation's reply format."""
+        settings = self.settings_source()
+        constraint = self.conversation.reply_format.constraint()
+        return settings if constraint is None else replace(settings, constraint=constraint)
+
+    def set_reply_format(self, fmt: ReplyFormat) -> None:
+        """The format chosen for this conversation's next replies, saved with it now (a saved
+        conversation reopened before its next turn keeps it; a new one saves it with its first)."""
+        conv = self.conversation
+        conv.reply_format = fmt
+        if self.recorder is not None and conv.id is not None:
+            self.recorder.save_reply_format(conv.id, fmt.to_json())
+
     def regenerate(self) -> bool:
         if self.busy or not self.model_ready or not self.conversation.can_regenerate():
             return False
         text = self._take_back()
         self.view.truncate(len(self.conversation.messages))
-        self._ask(text, self.settings_source())
+        self._ask(text, self.turn_settings())
         return True
 
     def edit_last(self) -> bool:
@@ -138,6 +163,7 @@ class ChatFlow(QObject):
         self.gauges.new_conversation([m.stats for m in self.conversation.messages
                                       if m.role == "assistant" and m.stats is not None])
         self._refresh_gauges()
+        self.conversation_changed.emit(self.conversation)
 
     def use_model(self, n_ctx: int, limits: Limits | None) -> None:
         """A model (or server) finished loading: its context is empty and `n_ctx` long, so the
@@ -161,13 +187,15 @@ class ChatFlow(QObject):
         self.view.add_message(conv.messages[idx])
         if self.recorder is not None:
             self._turn = self.recorder.begin(conv.id, text, conv.system(), settings,
-                                             [m.id for m in conv.messages[:idx]])
+                                             [m.id for m in conv.messages[:idx]],
+                                             reply_format=conv.reply_format.to_json())
             if self._turn is not None:
                 conv.id = self._turn.conversation_id
                 conv.messages[idx].id = self._turn.user_message_id
         job = Job(conv.history(idx), text, settings, conv.system())
         self.job = job
         self._parts, self._painted = [], 0
+        self._opening = JSON_FENCE if reply_kind(settings.constraint) else ""
         self.gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming())
         self.view.begin_live(self._waiting_line(0.0))
         self.composer.set_busy(True)
@@ -188,7 +216,8 @@ class ChatFlow(QObject):
 
     def _paint_frame(self) -> None:
         if self._streaming() and self._painted < len(self._parts):
-            self.view.live_append("".join(self._parts[self._painted:]))
+            opening = self._opening if self._painted == 0 else ""
+            self.view.live_append(opening + "".join(self._parts[self._painted:]))
             self._painted = len(self._parts)
 
     def _waiting_line(self, elapsed: float) -> str:
@@ -215,7 +244,7 @@ class ChatFlow(QObject):
         if reply.stats.stop_reason == "cancelled" and not reply.text:
             self._fail("Stopped before the first token", False, reply, level="info")
             return
-        msg = LiveMessage("assistant", reply.text, reply.stats)
+        msg = LiveMessage("assistant", reply.text, reply.stats, format=reply_kind(job.settings.constraint))
         for i in self.conversation.mark_dropped(reply.dropped):
             self.view.update_message(i, self.conversation.messages[i])
         self.conversation.messages.append(msg)
@@ -237,7 +266,8 @@ class ChatFlow(QObject):
         stats = reply.stats if reply is not None else None
         kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
         if text:
-            msg = LiveMessage("assistant", text, stats, state=INTERRUPTED)
+            fmt = reply_kind(self.job.settings.constraint) if self.job is not None else None
+            msg = LiveMessage("assistant", text, stats, state=INTERRUPTED, format=fmt)
             self.conversation.messages.append(msg)
             if self.recorder is not None and self.recorder.abandon(self._turn, text, stats=stats):
                 msg.id = self._turn.reply_message_id

@@ -25,6 +25,8 @@ from PySide6.QtGui import (
 
 from app.chat.conversation import LiveMessage
 from app.engine.stats import ReplyStats
+from app.history.export.rendering import json_markdown
+from app.history.records import JSON_REPLY
 from app.ui.chat.markdown import Theme
 
 ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System"}
@@ -84,8 +86,10 @@ def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str],
                  render_typed: Callable[[str], str]) -> str:
     """A finished message; `render` turns the assistant's Markdown into HTML, `render_typed` a
     person's text as typed with its code blocks boxed (both the view's, which keeps the code
-    blocks for their Copy links)."""
-    body = (render if msg.role == "assistant" else render_typed)(msg.content) or "<p></p>"
+    blocks for their Copy links). A reply held to JSON is drawn as its highlighted JSON code
+    block, pretty-printed, as the exports draw it."""
+    text = json_markdown(msg.content) if msg.format == JSON_REPLY and msg.content else msg.content
+    body = (render if msg.role == "assistant" else render_typed)(text) or "<p></p>"
     foot = ""
     if msg.stats is not None:
         foot = (f'<p style="margin-top:4px; color:{theme.muted}; font-size:small;">'

@@ -1,0 +1,106 @@
+"""The reply format in the real window: the chooser and its schema dialog, a turn held to a
+schema on the real model, the JSON reply drawn as a JSON code block, and the format saved with
+the conversation and restored when it is opened again (real SQLite under the test's XDG dir)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+from PySide6.QtWidgets import QDialogButtonBox
+
+from app.chat.reply_format import ANY_JSON, SCHEMA, TEXT, ReplyFormat, schema_format
+from app.history.records import JSON_REPLY
+from app.history.store import Store
+from app.ui.chat.reply_format import SCHEMA_ITEM, ReplyFormatChooser
+from tests.ui.conftest import ask, small_config
+
+CITY = {"title": "City", "type": "object", "additionalProperties": False, "required": ["name", "country"],
+        "properties": {"name": {"type": "string", "maxLength": 16},
+                       "country": {"type": "string", "maxLength": 16}}}
+UNENFORCEABLE = '{"type": "array",\n "uniqueItems": true}'
+
+
+def ok_button(dlg):
+    return dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok)
+
+
+def test_a_schema_that_cannot_be_enforced_is_said_in_one_line_and_nothing_is_lost(qtbot, tmp_path):
+    chooser = ReplyFormatChooser()
+    qtbot.addWidget(chooser)
+    chooser.show()
+    picked = []
+    chooser.chosen.connect(picked.append)
+    chooser.combo.setCurrentIndex(2)
+    chooser.combo.activated.emit(2)  # "Schema…", as a click picks it
+    dlg = chooser.dialog
+    assert dlg is not None and dlg.isVisible()
+    dlg.edit.setPlainText(UNENFORCEABLE)
+    ok_button(dlg).click()
+    assert dlg.isVisible(), "the dialog stays open on an error"
+    line = dlg.error.full_text()
+    assert "uniqueItems" in line and "\n" not in dlg.error.text() and dlg.error.isVisible()
+    assert dlg.error.sizeHint().height() < 2.5 * dlg.error.fontMetrics().height()
+    assert dlg.edit.toPlainText() == UNENFORCEABLE, "the text is kept to be fixed"
+    assert picked == [] and chooser.format == ReplyFormat() and chooser.combo.currentText() == "Text"
+
+    bad = tmp_path / "latin.json"
+    bad.write_bytes(b'{"title": "caf\xe9"}')
+    assert not dlg.load_file(bad)
+    assert "latin.json: not UTF-8" in dlg.error.full_text() and dlg.edit.toPlainText() == UNENFORCEABLE
+
+    good = tmp_path / "city.json"
+    good.write_text(json.dumps(CITY, indent=2))
+    assert dlg.load_file(good) and not dlg.error.isVisible()
+    ok_button(dlg).click()
+    assert not dlg.isVisible()
+    assert [f.mode for f in picked] == [SCHEMA] and picked[0].name == "city.json"
+    assert chooser.combo.currentText() == "Schema: city.json"
+
+    chooser.combo.activated.emit(2)  # picked again: the schema in use, to edit
+    assert json.loads(chooser.dialog.edit.toPlainText()) == CITY
+    chooser.dialog.reject()
+    assert chooser.format.mode == SCHEMA and len(picked) == 1, "Cancel leaves the format as it was"
+    chooser.combo.setCurrentIndex(0)
+    chooser.combo.activated.emit(0)
+    assert picked[-1] == ReplyFormat() and chooser.combo.itemText(2) == SCHEMA_ITEM
+
+
+def test_a_turn_held_to_a_schema_is_valid_json_drawn_as_json_and_restored_on_reopening(qtbot, make_window):
+    win = make_window(small_config(max_tokens=40))
+    win.reply_format.choose(schema_format(json.dumps(CITY), "city.json"))
+    opened_code = []
+    live_append = win.view.live_append
+    win.view.live_append = lambda text: (live_append(text), opened_code.append(win.view.in_open_code))
+    msg = ask(qtbot, win, "Name a city in Spain.")
+    got = json.loads(msg.content)
+    jsonschema.validate(got, CITY)
+    assert msg.format == JSON_REPLY and msg.stats.grammar_ms_per_token is not None
+    assert opened_code and all(opened_code), "the reply streamed into its JSON code box"
+    shown = win.view.toPlainText()
+    assert "json  Copy" in shown.replace("\xa0", " ")
+    assert json.dumps(got, ensure_ascii=False, indent=2).splitlines()[1] in shown  # pretty-printed
+    cid = win.flow.conversation.id
+    with Store.open() as s:
+        conv = s.get_conversation(cid)
+    assert conv.reply_format["mode"] == SCHEMA and conv.messages[1].format == JSON_REPLY
+
+    win.new_chat()
+    assert win.reply_format.combo.currentText() == "Text" and win.flow.turn_settings().constraint is None
+    win.history.open(cid)
+    assert win.reply_format.combo.currentText() == "Schema: city.json"
+    assert win.flow.turn_settings().constraint == schema_format(json.dumps(CITY)).constraint()
+    assert "json" in win.view.toPlainText()  # the reopened reply is still drawn as JSON
+
+    win.reply_format.choose(ReplyFormat(ANY_JSON))  # chosen between turns: saved at once
+    with Store.open() as s:
+        assert s.get_conversation(cid).reply_format == {"mode": ANY_JSON}
+    win.close()
+
+    again = make_window()  # a new window on the same history: the format comes back with it
+    again.history.open(cid)
+    assert again.reply_format.format.mode == ANY_JSON and again.reply_format.combo.currentText() == "Any JSON"
+    reply = ask(qtbot, again, "Describe Madrid in one object.")
+    assert isinstance(json.loads(reply.content), dict) and reply.format == JSON_REPLY
+    again.reply_format.choose(ReplyFormat(TEXT))
+    assert again.flow.turn_settings().constraint is None
