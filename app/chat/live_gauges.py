@@ -109,6 +109,10 @@ class Snapshot:
     streaming: bool = True  # off: the text was shown only when the reply ended
     kv_used: int = 0  # cells of the KV cache in use: the engine's count
     spec: SpecProgress | None = None  # live, while the decode speculates (then: stats.speculation)
+    # The reply is kept to a constraint: its cost per token so far (None until measured), live;
+    # after, the record's (stats.grammar_ms_per_token).
+    constrained: bool = False
+    grammar_ms: float | None = None
 
     @property
     def started(self) -> bool:
@@ -134,6 +138,8 @@ class LiveGauges:
     new_done: int = 0
     progress_rate: float | None = None
     spec: SpecProgress | None = None
+    constrained: bool = False  # the reply being decoded is kept to a constraint
+    grammar_ms: float | None = None  # its cost per token so far (Progress)
     stats: ReplyStats | None = None
     kv_used: int = 0
     streaming: bool = True
@@ -144,7 +150,11 @@ class LiveGauges:
     gflop_s: float | None = None  # the last local prefill's arithmetic rate
     _last_sample: float = 0.0
 
-    def start(self, now: float, max_tokens: int, n_ctx: int, streaming: bool = True) -> None:
+    def start(self, now: float, max_tokens: int, n_ctx: int, streaming: bool = True,
+              constrained: bool = False) -> None:
+        """A reply was sent; `constrained`: it is kept to a schema or grammar, so the panel keeps
+        the grammar's line from the start (its figure comes with the decode's first Progress)."""
+        self.constrained, self.grammar_ms = constrained, None
         self.active, self.phase = True, "waiting"
         self.t_submit, self.max_tokens, self.n_ctx, self.streaming = now, max_tokens, n_ctx, streaming
         self.ttft = self.t_first = self.t_prefill = None
@@ -188,6 +198,7 @@ class LiveGauges:
                 self.new_done = self.new_total
                 self.progress_rate = ev.rate_tok_s
                 self.spec = ev.spec
+                self.grammar_ms = ev.grammar_ms if ev.grammar_ms is not None else self.grammar_ms
                 self.generated = max(self.generated, ev.generated)
         elif isinstance(ev, FirstToken):
             self.ttft, self.t_first, self.phase = ev.ttft_s, now, "decode"
@@ -284,4 +295,7 @@ class LiveGauges:
             peak_gbs=self.limits.peak / 1e9 if self.limits is not None else None,
             prefill_gflop_s=self.gflop_s, stats=st, streaming=self.streaming, kv_used=kv_used,
             spec=self.spec if self.active else None,
+            constrained=self.constrained if self.active else (st is not None and
+                                                               st.grammar_ms_per_token is not None),
+            grammar_ms=self.grammar_ms if self.active else (st.grammar_ms_per_token if st else None),
         )

@@ -289,7 +289,7 @@ class Decoder:
     def _decode_loop(self, turn: Turn, reader: TokenReader, sampler: Sampler) -> None:
         """Sample, stream and evaluate until a stop; closes the sampler. With speculation, a step
         evaluates the sampled token with guesses at the next ones (app.engine.speculative)."""
-        live = Live(turn, len(turn.prompt) - turn.cached)
+        live = Live(turn, len(turn.prompt) - turn.cached, sampler.grammar)
         try:
             tok = sampler.sample(self.ctx)
             while not self._take(turn, reader, sampler, tok, live):

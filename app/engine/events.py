@@ -45,6 +45,9 @@ class Progress:
     kv_used: int
     n_ctx: int
     spec: SpecProgress | None = None  # while the decode speculates
+    # Keeping to the reply's constraint so far, per generated token (None: free text): the gauges
+    # show it live, as it is part of every decode step.
+    grammar_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -97,12 +97,8 @@ class ReplyStats:
                                  self.spec_checks, speedup, self.spec_stepped_aside)
 
     def grammar(self) -> Figure | None:
-        """What keeping to the constraint cost per generated token: microseconds under one
-        millisecond (LLGuidance's usual tens of them would read "0.00 ms"), milliseconds above."""
-        ms = self.grammar_ms_per_token
-        if ms is None:
-            return None
-        return Figure(f"{ms * 1000:.0f}", "µs/tok") if ms < 1 else Figure(f"{ms:.2f}", "ms/tok")
+        """What keeping to the constraint cost per generated token (grammar_figure)."""
+        return grammar_figure(self.grammar_ms_per_token)
 
     def kv(self) -> str | None:
         """'173/4096': the KV cells in use after the reply, of the context."""
@@ -212,6 +208,15 @@ class Figure:
 
     def __str__(self) -> str:
         return f"{self.value} {self.unit}"
+
+
+def grammar_figure(ms: float | None) -> Figure | None:
+    """A constraint's cost per generated token, live in the gauges and after in the footer and
+    exports alike: microseconds under one millisecond (LLGuidance's usual tens of them would
+    read "0.00 ms"), milliseconds above."""
+    if ms is None:
+        return None
+    return Figure(f"{ms * 1000:.0f}", "µs/tok") if ms < 1 else Figure(f"{ms:.2f}", "ms/tok")
 
 
 def duration(s: float | None) -> Figure | None:

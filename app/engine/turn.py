@@ -14,6 +14,7 @@ import llama_cpp
 
 from app.engine.control import CancelToken, EventSink
 from app.engine.events import Event, FirstToken, Progress, SpecProgress, TextDelta
+from app.engine.grammar import GrammarMatcher
 from app.engine.logprobs import TokenLogprob
 from app.engine.speculative import Speculation
 from app.engine.timing import TokenTimer
@@ -86,8 +87,8 @@ class Perf:
 class Live:
     """The gauges' view of a decode: a rolling rate, and a Progress every PROGRESS_EVERY_S."""
 
-    def __init__(self, turn: Turn, prefilled: int):
-        self.turn, self.prefilled = turn, prefilled
+    def __init__(self, turn: Turn, prefilled: int, grammar: GrammarMatcher | None = None):
+        self.turn, self.prefilled, self.grammar = turn, prefilled, grammar
         self.recent: deque[float] = deque(maxlen=16)
         self.last = time.perf_counter()
 
@@ -104,5 +105,6 @@ class Live:
             speedup = p.speedup()
             shown = SpecProgress(spec.mode, p.drafted, p.accepted, p.checks, speedup,
                                  rate / speedup if rate and speedup else None, p.stepped_aside)
+        grammar_ms = self.grammar.ms_per_token() if self.grammar is not None else None
         self.turn.emit(Progress("decode", now - self.turn.t_submit, self.prefilled, generated, rate,
-                                kv_used, n_ctx, shown))
+                                kv_used, n_ctx, shown, grammar_ms))

@@ -21,6 +21,7 @@ from app.chat.reply_format import (
     reply_kind,
     schema_format,
 )
+from app.engine.events import Progress
 from app.engine.grammar import Constraint
 from app.engine.sampling import GenerationSettings
 from app.history.records import JSON_REPLY
@@ -100,9 +101,14 @@ def test_a_turn_held_to_a_schema_is_valid_json_and_saved_as_json(store, engine):
     fmt = schema_format(json.dumps(CITY))
     greedy = GenerationSettings(max_tokens=48, temperature=0.0, seed=1)
     settings = replace(greedy, constraint=fmt.constraint())
-    turn = record_turn(TurnRecorder(store), engine, None, "Name a city in France.", settings)
+    seen: list[Progress] = []
+    turn = record_turn(TurnRecorder(store), engine, None, "Name a city in France.", settings,
+                       on_event=lambda ev: seen.append(ev) if isinstance(ev, Progress) else None)
     jsonschema.validate(json.loads(turn.reply.text), CITY)
     assert turn.reply.stats.grammar_ms_per_token is not None
+    live = [p.grammar_ms for p in seen if p.phase == "decode"]
+    if turn.reply.stats.decode_s > 0.5:  # long enough for the decode's Progress events
+        assert live and all(ms is not None and ms > 0 for ms in live), "the grammar's cost goes out live"
     conv = store.get_conversation(turn.conversation_id)
     assert [m.format for m in conv.messages] == [None, JSON_REPLY]
     live = LiveConversation.from_store(conv)

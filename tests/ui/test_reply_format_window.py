@@ -69,14 +69,23 @@ def test_a_schema_that_cannot_be_enforced_is_said_in_one_line_and_nothing_is_los
 def test_a_turn_held_to_a_schema_is_valid_json_drawn_as_json_and_restored_on_reopening(qtbot, make_window):
     win = make_window(small_config(max_tokens=40))
     win.reply_format.choose(schema_format(json.dumps(CITY), "city.json"))
-    opened_code = []
+    opened_code, grammar_lines = [], []
     live_append = win.view.live_append
     win.view.live_append = lambda text: (live_append(text), opened_code.append(win.view.in_open_code))
+    show = win.gauges.show_snapshot
+    win.gauges.show_snapshot = lambda s: (show(s), grammar_lines.append((s.active, s.phase,
+                                                                         win.gauges.grammar.text())))
     msg = ask(qtbot, win, "Name a city in Spain.")
     got = json.loads(msg.content)
     jsonschema.validate(got, CITY)
     assert msg.format == JSON_REPLY and msg.stats.grammar_ms_per_token is not None
     assert opened_code and all(opened_code), "the reply streamed into its JSON code box"
+    assert all(line for active, _p, line in grammar_lines if active), "the grammar's line from Send on"
+    if msg.stats.decode_s > 0.5:  # long enough for the decode's Progress events
+        assert any(active and phase == "decode" and ("µs/tok" in line or "ms/tok" in line)
+                   for active, phase, line in grammar_lines), "its cost per token, live"
+    assert win.gauges.grammar.text().startswith(f"Grammar {msg.stats.grammar()} · ")  # the footer's
+    assert f"grammar {msg.stats.grammar()}" in win.view.toPlainText()
     shown = win.view.toPlainText()
     assert "json  Copy" in shown.replace("\xa0", " ")
     assert json.dumps(got, ensure_ascii=False, indent=2).splitlines()[1] in shown  # pretty-printed

@@ -196,7 +196,8 @@ class ChatFlow(QObject):
         self.job = job
         self._parts, self._painted = [], 0
         self._opening = JSON_FENCE if reply_kind(settings.constraint) else ""
-        self.gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming())
+        self.gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming(),
+                          constrained=settings.constraint is not None)
         self.view.begin_live(self._waiting_line(0.0))
         self.composer.set_busy(True)
         self.busy_changed.emit(True)

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollA
 from app.chat.live_gauges import Snapshot, Turn
 from app.engine.machine import MachineSampler
 from app.engine.machine import describe as describe_machine
-from app.engine.stats import PREFILL_RATE_MIN_TOKENS, duration, rate, speculation_words
+from app.engine.stats import PREFILL_RATE_MIN_TOKENS, duration, grammar_figure, rate, speculation_words
 from app.ui.chat.meters import BigNumber, CeilingBar, KvBar
 from app.ui.widgets.charts import ChartOrNote, LineChart, TimelineChart
 from app.ui.widgets.colors import CACHED, GENERATED, NEW, WAIT
@@ -44,6 +44,9 @@ SPEC_HELP = ("Speculative decoding: guesses at the next tokens, checked by the m
              "agreeing ones kept. The share of guesses kept, how many a check keeps, and the decode rate "
              "over the rate plain steps would give (measured as the reply runs). It steps aside for "
              "the rest of a reply it does not speed up.")
+GRAMMAR_HELP = ("The reply is kept to its format (a JSON schema, any JSON, a grammar): each sampled token "
+                "is checked and, when refused, the vocabulary is masked and the token drawn again. This "
+                "is its time per generated token, part of every decode step, and its share of a step.")
 TIMELINE_HELP = ("Each reply of this conversation from Send: grey is the wait before the prompt was "
                  "read, orange the prefill, green the decode; the last bar grows while a reply runs. "
                  "A blue diamond marks a cached prefix: those tokens needed no prefill.")
@@ -94,6 +97,18 @@ def _peak(s: Snapshot) -> str:
     return f"peak {s.peak_gbs:.1f} GB/s, {source_words(s.bw_source)}<br>{gflop}"
 
 
+def grammar_words(s: Snapshot) -> str | None:
+    """'Grammar 45 µs/tok · 0.2% of a decode step', live or the record's; None: free text."""
+    if not s.constrained:
+        return None
+    fig = grammar_figure(s.grammar_ms)
+    if fig is None:
+        return "Grammar: kept to the reply's format; its cost shows as the decode runs"
+    step_rate = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
+    share = f" · {s.grammar_ms * step_rate / 10:.1f}% of a decode step" if step_rate and s.grammar_ms else ""
+    return f"Grammar {fig}{share}"
+
+
 def turn_line(number: int, t: Turn) -> str:
     """A finished reply on the timeline, with the footer's TTFT and total (the segments' own
     times are the bars' lengths, and the turn's tooltip)."""
@@ -138,6 +153,8 @@ class GaugesPanel(QScrollArea):
         self.note = _rich_label("", lines=2)
         self.spec = _rich_label("", lines=2)
         self.spec.setToolTip(SPEC_HELP)
+        self.grammar = _rich_label("", lines=1)
+        self.grammar.setToolTip(GRAMMAR_HELP)
         self.ceiling_bar = CeilingBar()
         self.ceiling_bar.setToolTip(BANDWIDTH_HELP)
         self.bandwidth = _rich_label(FIRST)
@@ -180,6 +197,7 @@ class GaugesPanel(QScrollArea):
         col.addLayout(tiles)
         col.addWidget(self.note)
         col.addWidget(self.spec)
+        col.addWidget(self.grammar)
         col.addWidget(_heading("Memory bandwidth", BANDWIDTH_HELP))
         col.addWidget(self.ceiling_bar)
         col.addWidget(self.bandwidth)
@@ -216,6 +234,7 @@ class GaugesPanel(QScrollArea):
         self._tiles(s)
         self._note(s)
         self._speculation(s)
+        self._grammar(s)
         self._kv(s)
         live = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
         self.ceiling_bar.set_values(live, s.ceiling_tok_s, s.bw_utilization)
@@ -285,6 +304,12 @@ class GaugesPanel(QScrollArea):
             text = ""
         self.spec.setText(text)
         self.spec.setVisible(bool(text))
+
+    def _grammar(self, s: Snapshot) -> None:
+        """A constrained reply's grammar cost per token: live from the decode's first Progress,
+        then the record's. Shown from Send on (the line does not appear mid-reply)."""
+        self.grammar.setText(grammar_words(s) or "")
+        self.grammar.setVisible(s.constrained)
 
     def _status(self, s: Snapshot) -> None:
         if not s.started:
