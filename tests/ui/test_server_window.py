@@ -22,6 +22,7 @@ def test_serving_from_the_window_while_chatting(qtbot, make_window):
     assert win.server_runner.serving, panel.bar.text()
     url = win.server_runner.url
     assert panel.url.text() == url and url.endswith("/v1")
+    assert panel.model.text().startswith(win.loaded.identity["file"]) and "loaded in" in panel.model.text()
     client = OpenAI(base_url=url, api_key="x", max_retries=0)
     model = client.models.list().data[0].id
     assert model == win.loaded.identity["file"]

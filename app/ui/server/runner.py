@@ -38,6 +38,7 @@ class ServerRunner(QObject):
         super().__init__(parent)
         self.host: ServeEngine | None = None  # while serving
         self.url: str | None = None
+        self.loaded: str = ""  # what the model served took to load, for the panel
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -56,10 +57,12 @@ class ServerRunner(QObject):
 
         if self.serving:
             return None
+        t0 = time.perf_counter()
         try:
             host = ServeEngine(model, slots, slot_ctx)
         except (LlamaDeskError, ValueError) as e:
             return f"could not start the server's engine: {e}"
+        engine_s = time.perf_counter() - t0
         # Bound here, so a port in use is a message now, not uvicorn's sys.exit() on its thread.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own bind does
@@ -91,6 +94,8 @@ class ServerRunner(QObject):
             host.close()
             return f"the server on 127.0.0.1:{port} did not start (see the log)"
         self.host, self._server, self._thread = host, server, thread
+        self.loaded = (f"{model_id}: weights loaded in {model.report.load_s:.2f} s (the chat's), the "
+                       f"server's {slots + 1} slots ready in {engine_s:.2f} s")
         self.url = f"http://127.0.0.1:{port}/v1"
         self.state_changed.emit(True, self.url)
         return None
