@@ -130,6 +130,18 @@ def test_requests_for_a_loading_model_wait_for_it(two, model_path):
     assert statuses(two)[a] == "loaded"
 
 
+def test_every_model_route_goes_by_its_model(client, two, model_path):
+    """The Responses API and the tokenizer endpoints too: POST by the body's model, GET
+    /tokenizer_info by the `model` query parameter (as llama-server's router routes a GET)."""
+    r = client.responses.create(model=Q8, input="Name a colour.", max_output_tokens=3)
+    assert r.model == Q8 and r.output
+    r = httpx.post(two.base + "/tokenize", json={"model": Q8, "prompt": "Hello"}, timeout=60)
+    assert r.status_code == 200 and r.json()["count"] >= 2, r.text
+    r = httpx.get(two.base + "/tokenizer_info", params={"model": Q8}, timeout=60)
+    assert r.status_code == 200 and r.json()["bos_token"], r.text
+    assert error(httpx.get(two.base + "/tokenizer_info", timeout=30), 404)["code"] == "model_not_found"
+
+
 def test_an_unknown_model_is_named(client, two, model_path):
     with pytest.raises(openai.NotFoundError) as e:
         ask(client, "gpt-4o")
