@@ -98,12 +98,13 @@ def _peak(s: Snapshot) -> str:
 
 
 def grammar_words(s: Snapshot) -> str | None:
-    """'Grammar 45 µs/tok · 0.2% of a decode step', live or the record's; None: free text."""
+    """'Grammar 45 µs/tok · 0.2% of a decode step', live or the record's; None: free text. Two
+    lines' room is kept for it (the panel is narrow), so it never moves what follows."""
     if not s.constrained:
         return None
     fig = grammar_figure(s.grammar_ms)
     if fig is None:
-        return "Grammar: kept to the reply's format; its cost shows as the decode runs"
+        return "Grammar: measured as the decode runs"
     step_rate = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
     share = f" · {s.grammar_ms * step_rate / 10:.1f}% of a decode step" if step_rate and s.grammar_ms else ""
     return f"Grammar {fig}{share}"
@@ -153,7 +154,7 @@ class GaugesPanel(QScrollArea):
         self.note = _rich_label("", lines=2)
         self.spec = _rich_label("", lines=2)
         self.spec.setToolTip(SPEC_HELP)
-        self.grammar = _rich_label("", lines=1)
+        self.grammar = _rich_label("", lines=2)
         self.grammar.setToolTip(GRAMMAR_HELP)
         self.ceiling_bar = CeilingBar()
         self.ceiling_bar.setToolTip(BANDWIDTH_HELP)
