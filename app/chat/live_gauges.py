@@ -24,6 +24,7 @@ from app.engine.stats import ReplyStats
 from app.engine.utilization import Limits
 
 RATE_WINDOW_S = 1.0  # rolling decode rate over the last second of tokens
+MIN_RATE_SPAN_S = 0.25  # a rate over less text than this is the engine's, not the deltas'
 
 
 @dataclass(frozen=True)
@@ -233,13 +234,21 @@ class LiveGauges:
         self.active, self.phase, self.t_end = False, "idle", now
 
     def rolling_rate(self) -> float | None:
+        """Tokens a second over the last second of text, measured from the last delta before that
+        second (or the first): speculation delivers tokens in bursts a check long, so a span
+        inside one burst would read thousands a second. Under MIN_RATE_SPAN_S of text, the
+        engine's own rate."""
         if len(self.deltas) < 2:
             return self.progress_rate
         t_last, g_last = self.deltas[-1]
+        t_ref, g_ref = self.deltas[0]
         for t, g in self.deltas:
-            if t_last - t <= RATE_WINDOW_S and g < g_last:
-                return (g_last - g) / (t_last - t) if t_last > t else self.progress_rate
-        return self.progress_rate
+            if t_last - t < RATE_WINDOW_S:
+                break
+            t_ref, g_ref = t, g
+        if t_last - t_ref < MIN_RATE_SPAN_S or g_last <= g_ref:
+            return self.progress_rate
+        return (g_last - g_ref) / (t_last - t_ref)
 
     def live_turn(self, now: float) -> Turn:
         """The reply in progress on the timeline: its wait, its prompt's reading and its decode

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields
 
 # Below this many prompt tokens the prefill is shown as the time it took, not a rate.
 PREFILL_RATE_MIN_TOKENS = 32
-SPEC_LABELS = {"ngram": "n-gram guesses", "draft": "draft model"}
+SPEC_LABELS = {"ngram": "prompt lookup", "draft": "draft model"}
 # Why the reply ended, in words ("stop: stop" read as a stutter).
 ENDINGS = {"stop": "finished", "length": "max tokens reached", "cancelled": "stopped",
            "error": "failed"}
@@ -235,7 +235,7 @@ def speculation_words(mode: str, drafted: int, accepted: int, checks: int, speed
     """Speculation in one line, live in the gauges and after in the footer and exports alike."""
     label = SPEC_LABELS.get(mode, mode)
     kept = (f"{accepted} of {drafted} guesses kept ({100 * accepted / drafted:.0f}%), "
-            f"{accepted / checks:.1f} a check" if drafted and checks else "no guesses yet")
+            f"{accepted / checks:.1f} per check" if drafted and checks else "no guesses yet")
     speed = f", {speedup:.2f}x" if speedup else ""
     aside = f"; stepped aside: {stepped_aside}" if stepped_aside else ""
     return f"{label}: {kept}{speed}{aside}"

@@ -122,4 +122,4 @@ def test_ask_speculative_ngram_says_what_it_was_worth_in_its_footer(model_path):
                        cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0, r.stderr
     footer = r.stderr.strip().splitlines()[-1]
-    assert "n-gram guesses: " in footer and " kept (" in footer, footer
+    assert "prompt lookup: " in footer and " kept (" in footer, footer

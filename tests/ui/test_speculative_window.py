@@ -21,7 +21,7 @@ def test_prompt_lookup_is_shown_live_in_the_gauges_and_after_in_the_footer(qtbot
         live.append(g.spec.text())
     msg = done.args[0]
     st = msg.stats
-    assert live[0].startswith("n-gram guesses: ") and "a check" in live[0], live
+    assert live[0].startswith("prompt lookup: ") and "per check" in live[0], live
     assert st.spec_mode == "ngram" and st.draft_tokens >= st.draft_accepted > 0
     qtbot.waitUntil(lambda: g.spec.text().startswith(str(st.speculation())), timeout=5_000)
     assert str(st.speculation()) in st.summary()  # the footer's line is the record's
