@@ -291,6 +291,8 @@ class Decoder:
         evaluates the sampled token with guesses at the next ones (app.engine.speculative)."""
         live = Live(turn, len(turn.prompt) - turn.cached, sampler.grammar)
         try:
+            if turn.stop_reason is not None:  # the prefill was stopped: no logits to sample from
+                return
             tok = sampler.sample(self.ctx)
             while not self._take(turn, reader, sampler, tok, live):
                 room = min(reader.max_new - reader.generated, self.n_ctx - len(self.tokens) - 1,
