@@ -122,6 +122,8 @@ def test_every_export_shows_a_json_reply_as_a_json_code_block(store):
     page = export.render(conv, "html")
     assert "<figcaption>json</figcaption>" in page and "&lt;/pre&gt;" in page and "</pre> and" not in page
     assert "Paris" in export.render(conv, "txt")
+    for fmt in ("md", "html", "txt"):  # the header says what the replies are held to
+        assert "replies to a JSON schema (städte.json)" in export.render(conv, fmt)
     assert json.loads(export.render(conv, "json"))["conversation"]["messages"][1]["format"] == JSON_REPLY
 
 

@@ -35,7 +35,23 @@ def header_facts(conv: StoredConversation) -> list[str]:
              f"updated {when(conv.updated_at)}", f"{len(conv.messages)} messages"]
     if conv.model:
         facts.append(f"model {conv.model}")
+    held = reply_format_fact(conv.reply_format)
+    if held:
+        facts.append(held)
     return facts
+
+
+def reply_format_fact(fmt: dict | None) -> str | None:
+    """What the conversation's next replies are held to, as the header says it (the JSON
+    transcript carries the schema itself); None for free text."""
+    if not isinstance(fmt, dict):
+        return None
+    if fmt.get("mode") == "json":
+        return "replies in JSON"
+    if fmt.get("mode") == "schema":
+        name = fmt.get("name")
+        return "replies to a JSON schema" + (f" ({name})" if isinstance(name, str) and name else "")
+    return None
 
 
 def title(conv: StoredConversation) -> str:
