@@ -215,6 +215,17 @@ def _serve_forever(app, sock: socket.socket) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
+def _probe_now(opts) -> None:
+    """The CPU's memory bandwidth, which every engine's gauges read, probed before the first
+    request instead of during it (once per machine, then read from the cache folder): on a
+    machine that never measured it, the first model's cold load would take 2 s longer."""
+    from app.engine import backend
+    from app.engine.utilization import peak_for
+
+    if opts.n_gpu_layers == 0 or not backend.gpu_offload_supported():
+        peak_for(opts.threads())
+
+
 def _run_several(args: argparse.Namespace, opts, slot_ctx: int, key, hosts, origins) -> int:
     """Several models behind one door (app.serve.models_api), each loaded when first asked for."""
     from app.engine.gguf import human_size
@@ -231,6 +242,7 @@ def _run_several(args: argparse.Namespace, opts, slot_ctx: int, key, hosts, orig
             raise ValueError(f"{flag} must be a number of at least 0, got {value}")
     settings = ServeSettings(opts, args.parallel, slot_ctx, args.max_waiting)
     specs = [settings.spec(p) for p in model_paths(args)]
+    _probe_now(opts)
     memory = None if args.models_memory is None else int(args.models_memory * 2**20)
     pool = ModelPool(specs, settings.build, args.models_max, args.models_idle_unload, memory)
     store = _data_store()

@@ -332,7 +332,7 @@ def create_models_app(pool: ModelPool, settings: ServeSettings, api_key: str | N
         except PoolError as e:
             raise _api_error(e) from None
         if mid != name:  # another name for it: the model's own app knows it by its id
-            raw = json.dumps({**body, "model": mid}, ensure_ascii=False).encode()
+            raw = json.dumps({**cast(dict, body), "model": mid}, ensure_ascii=False).encode()
         return await front.forward(request, name, raw)
 
     for path in ROUTED_POST:
