@@ -113,3 +113,10 @@ def test_a_turn_held_to_a_schema_is_valid_json_drawn_as_json_and_restored_on_reo
     assert isinstance(json.loads(reply.content), dict) and reply.format == JSON_REPLY
     again.reply_format.choose(ReplyFormat(TEXT))
     assert again.flow.turn_settings().constraint is None
+
+    with Store.open() as s:  # a stored schema this LlamaDesk cannot enforce (a hand edit, an older one)
+        s.set_reply_format(cid, {"mode": SCHEMA, "schema": UNENFORCEABLE, "name": "odd.json"})
+    again.new_chat()
+    again.history.open(cid)
+    assert "reply format cannot be used" in again.bar.text() and "uniqueItems" in again.bar.text()
+    assert again.reply_format.combo.currentText() == "Text" and again.flow.turn_settings().constraint is None
