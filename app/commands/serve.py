@@ -68,6 +68,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--models-memory", type=float, metavar="MIB",
                    help="memory the loaded models may take together, in MiB (default: what this machine has "
                         "free when a model loads); a model that cannot fit is refused with 503")
+    g.add_argument("--no-models-autoload", dest="models_autoload", action="store_const", const=False,
+                   help="requests load no model: a model is loaded by POST /models/load (or a request's "
+                        "?autoload=true), as llama-server's --no-models-autoload")
     g.add_argument("--models-load-wait", type=float, default=LOAD_WAIT_S, metavar="SECONDS",
                    help=f"how long a request waits for its model to load, then 503 (default {LOAD_WAIT_S:g})")
     return p
@@ -77,7 +80,7 @@ def several_models(args: argparse.Namespace) -> bool:
     """Whether these flags ask for the multi-model server (one --model with --models-idle-unload,
     say, is a model loaded on demand and let go when idle)."""
     return len(args.model or ()) > 1 or any(getattr(args, f) is not None for f in (
-        "models_dir", "models_max", "models_idle_unload", "models_memory"))
+        "models_dir", "models_max", "models_idle_unload", "models_memory", "models_autoload"))
 
 
 def model_paths(args: argparse.Namespace) -> list[Path]:
@@ -254,7 +257,8 @@ def _run_several(args: argparse.Namespace, opts, slot_ctx: int, key, hosts, orig
         raise
     try:
         app = create_models_app(pool, settings, key, store=store, bind=args.host, allow_hosts=hosts,
-                                allow_origins=origins, load_wait_s=args.models_load_wait)
+                                allow_origins=origins, load_wait_s=args.models_load_wait,
+                                autoload=args.models_autoload is not False)
         listed = ", ".join(f"{s.id} ({human_size(s.need)})" for s in specs)
         note(f"serving {len(specs)} models on http://{args.host}:{args.port}/v1, each loaded when first "
              f"asked for (at most {args.models_max} at once): {listed} · {args.parallel} slots of {slot_ctx} "

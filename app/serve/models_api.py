@@ -153,13 +153,33 @@ class Forwarded(Response):
 
 
 class ModelsFront:
-    def __init__(self, pool: ModelPool, slot_ctx: int, load_wait_s: float = LOAD_WAIT_S):
+    def __init__(self, pool: ModelPool, slot_ctx: int, load_wait_s: float = LOAD_WAIT_S,
+                 autoload: bool = True):
         self.pool, self.slot_ctx, self.load_wait_s = pool, slot_ctx, load_wait_s
+        self.autoload = autoload  # False: a request loads nothing; POST /models/load does
         self.created = int(time.time())
 
-    async def take(self, name) -> ServedModel:
-        """The model `name`, held: loaded first if it is not (waiting up to load_wait_s)."""
+    def autoloads(self, request: Request) -> bool:
+        """llama-server's per-request `?autoload=true|false`, else the server's setting."""
+        asked = request.query_params.get("autoload")
+        if asked is None:
+            return self.autoload
+        if asked not in ("true", "false", "1", "0"):
+            raise ApiError(400, f"autoload must be true or false, got {asked!r}", "autoload", "invalid_value")
+        return asked in ("true", "1")
+
+    async def take(self, name, autoload: bool = True) -> ServedModel:
+        """The model `name`, held: loaded first if it is not (waiting up to load_wait_s), or
+        with `autoload` False, 503 unless it is loaded or loading already."""
         deadline = time.monotonic() + self.load_wait_s
+        try:
+            entry = self.pool.find(name)
+        except PoolError as e:
+            raise _api_error(e) from None
+        if not autoload and entry.status == "unloaded":
+            raise ApiError(503, f"the model {entry.spec.id!r} is not loaded, and requests do not load "
+                                "models here: load it with POST /models/load", "model", "model_not_loaded",
+                           "server_error")
         while True:
             try:
                 got = self.pool.try_acquire(name)
@@ -191,7 +211,7 @@ class ModelsFront:
                 return cast(ServedModel, res)
 
     async def forward(self, request: Request, name, body: bytes) -> Forwarded:
-        served = await self.take(name)
+        served = await self.take(name, self.autoloads(request))
         mid = self.pool.find(name).spec.id
         return Forwarded(served.app, body, lambda: self.pool.release(mid))
 
@@ -279,11 +299,11 @@ class PoolHosts:
 def create_models_app(pool: ModelPool, settings: ServeSettings, api_key: str | None = None, *,
                       store: BatchStore | None = None, bind: str = "127.0.0.1",
                       allow_hosts: Iterable[str] = (), allow_origins: Iterable[str] = (),
-                      load_wait_s: float = LOAD_WAIT_S) -> FastAPI:
+                      load_wait_s: float = LOAD_WAIT_S, autoload: bool = True) -> FastAPI:
     """The front door of a multi-model server. The caller closes the pool after the server ends."""
     metrics = PoolMetrics(pool.ids)
     pool.events = PoolEvents(metrics.loaded_in, metrics.unloaded)
-    front = ModelsFront(pool, settings.slot_ctx, load_wait_s)
+    front = ModelsFront(pool, settings.slot_ctx, load_wait_s, autoload)
     app = FastAPI(title="LlamaDesk", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.models, app.state.metrics = front, metrics
     front_door(app, api_key, bind, allow_hosts, allow_origins)

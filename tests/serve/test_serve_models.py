@@ -174,6 +174,8 @@ def test_a_batch_runs_on_the_model_its_lines_name(two):
 
 
 def test_past_memory_is_503_naming_the_need_and_a_slow_load_is_bounded(model_path, q8_copy, tmp_path):
+    """With a memory budget between the two models' needs, and requests that load nothing
+    unless they ask (llama-server's --no-models-autoload and ?autoload=true)."""
     from app.engine.loader import LoadOptions
     from app.serve.models_api import ServeSettings
 
@@ -181,22 +183,28 @@ def test_past_memory_is_503_naming_the_need_and_a_slow_load_is_bounded(model_pat
     small, big = settings.spec(model_path).need, settings.spec(q8_copy).need
     assert big > small
     budget = (small + (big - small) // 2) / 2**20
-    srv = start_models(tmp_path, model_path, q8_copy,
-                       extra=("--models-memory", f"{budget:.1f}", "--models-load-wait", "0.001"))
+    srv = start_models(tmp_path, model_path, q8_copy, extra=(
+        "--models-memory", f"{budget:.1f}", "--models-load-wait", "0.001", "--no-models-autoload"))
+    a = model_path.name
+
+    def complete(model: str, autoload: bool | None = None) -> httpx.Response:
+        return httpx.post(srv.base + "/v1/completions", timeout=60,
+                          params={} if autoload is None else {"autoload": str(autoload).lower()},
+                          json={"model": model, "prompt": "Hi", "max_tokens": 2})
+
     try:
-        body = error(httpx.post(srv.base + "/v1/completions", timeout=60,
-                                json={"model": Q8, "prompt": "Hi", "max_tokens": 2}), 503)
+        body = error(complete(Q8, autoload=True), 503)
         assert body["code"] == "model_too_large" and Q8 in body["message"] and "needs" in body["message"]
         assert f"{big / 1e6:.1f} MB" in body["message"]
-        r = httpx.post(srv.base + "/v1/completions", timeout=60,
-                       json={"model": model_path.name, "prompt": "Hi", "max_tokens": 2})
+        body = error(complete(a), 503)
+        assert body["code"] == "model_not_loaded" and "POST /models/load" in body["message"]
+        r = complete(a, autoload=True)
         assert error(r, 503)["code"] == "model_loading" and r.headers["retry-after"] == "1"
-        for _ in range(200):  # the load went on: the model is there for the next request
-            if statuses(srv)[model_path.name] == "loaded":
+        for _ in range(600):  # the load went on: the model is there for the next request
+            if statuses(srv)[a] == "loaded":
                 break
             threading.Event().wait(0.05)
-        r = httpx.post(srv.base + "/v1/completions", timeout=60,
-                       json={"model": model_path.name, "prompt": "Hi", "max_tokens": 2})
+        r = complete(a)
         assert r.status_code == 200, r.text
     finally:
         srv.stop()
