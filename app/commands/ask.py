@@ -3,7 +3,9 @@
 The exchange is recorded in the same history as the window's (unless
 --no-save), through the same `record_turn`, so `--continue ID` sends the
 model exactly the prompt the window would and a crash mid-reply leaves the
-partial reply behind, marked interrupted.
+partial reply behind, marked interrupted. A continued conversation keeps the
+reply format the window chose for it (its replies stay JSON to its schema)
+unless --schema, --json-object or --grammar ask for another.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from app.chat.engines import open_engine
 from app.chat.recorder import TurnRecorder, record_turn
 from app.chat.reply import Reply
+from app.chat.reply_format import ReplyFormat, ReplyFormatError
 from app.commands.common import (
     add_endpoint_args,
     add_model_args,
@@ -121,6 +124,16 @@ def reply_constraint(args: argparse.Namespace) -> Constraint | None:
     return c
 
 
+def _stored_constraint(stored: dict | None) -> Constraint | None:
+    """The constraint of a continued conversation's reply format; one that cannot be used now is
+    said, and the reply is free text (as the window opens such a conversation)."""
+    try:
+        return ReplyFormat.from_json(stored).constraint()
+    except ReplyFormatError as e:
+        note(f"the conversation's reply format cannot be used ({e}); the reply is text")
+        return None
+
+
 def _read(path: str, flag: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -160,6 +173,8 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
         conv = store.get_conversation(args.continue_id)  # fails early for a wrong id
         history = conv.history()[0]
         system = conv.system_prompt if system is None else system
+        if settings.constraint is None:
+            settings = replace(settings, constraint=_stored_constraint(conv.reply_format))
     target = engine_target(args, endpoint)
     if args.draft_model:
         target = replace(target, draft_model=args.draft_model)
