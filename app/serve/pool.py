@@ -333,7 +333,7 @@ class ModelPool:
         with self._lock:
             loaded = [e for e in self.entries.values() if e.status == "loaded"]
             for e in loaded:
-                e.status = "unloading"
+                e.status, e.future = "unloading", Future()
         for e in loaded:
             self._loader.submit(self._close, e, "shutdown")
         self._loader.shutdown(wait=True)
