@@ -95,6 +95,8 @@ class AppConfig:
     active_endpoint: str | None = None  # base_url of the server in use; None: model_path, locally
     serve_port: int = 8765  # the window's own server (the Server panel), on 127.0.0.1
     theme: str = "system"  # one of THEMES
+    first_launch_done: bool = False  # the first-launch panel (app/ui/models) was shown
+    notices_seen: list[str] = field(default_factory=list)  # a model caveat's explanation, said once
 
     def saved_endpoints(self) -> list[SavedEndpoint]:
         return [SavedEndpoint.from_json(d) for d in self.endpoints]
@@ -169,6 +171,8 @@ def _typed(name: str, value, default):
         return value if value is None or isinstance(value, str) else None
     if name == "endpoints":  # its entries are checked one by one in _read_values
         return value if isinstance(value, list) else None
+    if name == "notices_seen":
+        return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
     if isinstance(default, str):
         return value if isinstance(value, str) else None
     if isinstance(value, bool) or isinstance(default, bool):

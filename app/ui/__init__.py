@@ -6,9 +6,10 @@ below it, so the CLI and the tests use them without a display.
 
 Grouped by window, so each window's parts change together: chat/ (the
 transcript, composer, gauges and engine thread), history/ (the conversation
-list), remote/ (servers to chat through), settings/, batch/, compare/ and
-server/. What more than one window shows lives in widgets/ (the charts,
-colours, message bar, and the filter that wraps long tooltips); the QThread,
+list), remote/ (servers to chat through), settings/, batch/, compare/,
+server/ and models/ (the Hub: search, download, the first-launch panel).
+What more than one window shows lives in widgets/ (the charts, colours,
+message bar, and the filter that wraps long tooltips); the QThread,
 worker and ordered shutdown every window's thread uses, in threads.py; the
 Light / Dark / System choice every window follows, in theme.py; Qt's own
 command-line options (-platform, -style), told apart from ours, in

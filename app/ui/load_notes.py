@@ -5,19 +5,33 @@ to the CPU and the engine's setup warnings (ReplyEngine.notes, the lines
 `llamadesk ask` prints: "the prompt cache is off: ...") are warnings, shown
 on every load that has them and added to what the bar already warns of
 (settings, history), which the user still has to read; a caveat about the
-model (no chat template) is an info line, shown once per window and never
-over a warning.
+model (no chat template) is an info line, never over a warning, that says
+what the caveat means for the user and is shown once, not on every launch:
+`seen` and `remember` keep it in the settings (AppConfig.notices_seen). Later
+loads of such a model say nothing; the Models window is one click away.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from app.engine.prompt import TRANSCRIPT_NOTICE
 from app.ui.chat.engine_thread import Loaded
 from app.ui.widgets.message_bar import MessageBar
 
+# What "no chat template" means for the one reading it, not only what LlamaDesk does about it.
+EXPLAINED = {TRANSCRIPT_NOTICE: (
+    "This model has no chat template, so LlamaDesk writes the chat as a plain transcript for it to "
+    "continue. Models without one are usually base models: they continue text rather than follow "
+    "instructions, so expect answers that wander, repeat or are wrong. For real chats, get an "
+    "instruction-tuned model.")}
+
 
 class LoadNotes:
-    def __init__(self, bar: MessageBar) -> None:
+    def __init__(self, bar: MessageBar, seen: Callable[[str], bool] = lambda notice: False,
+                 remember: Callable[[str], None] = lambda notice: None) -> None:
         self.bar = bar
+        self.seen, self.remember = seen, remember
         self._notice_shown = False
 
     def loaded(self, info: Loaded) -> None:
@@ -30,8 +44,12 @@ class LoadNotes:
             bar.show_message(f"{shown}  ·  {line}" if shown else line, "warning")
         elif warned:
             pass  # a notice must not cover what the user still has to read (settings, history)
-        elif info.notice and not self._notice_shown:
+        elif info.notice and not self._notice_shown and not self.seen(info.notice):
             self._notice_shown = True
-            bar.show_message(f"This model has {info.notice}.", "info")
+            self.remember(info.notice)
+            if info.notice in EXPLAINED:
+                bar.show_message(EXPLAINED[info.notice], "info", action="Get models…", key="models")
+            else:
+                bar.show_message(f"This model has {info.notice}.", "info")
         elif bar.level == "info":
             bar.hide()

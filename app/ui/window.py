@@ -46,6 +46,7 @@ from app.ui.history.actions import HistoryActions, open_store
 from app.ui.history.panel import HistoryPanel
 from app.ui.load_notes import LoadNotes
 from app.ui.model_bar import ModelBar
+from app.ui.models.hookup import ModelsHookup
 from app.ui.remote.connections import Connections
 from app.ui.server.panel import ServerPanel
 from app.ui.server.runner import ServerRunner
@@ -93,7 +94,12 @@ class MainWindow(QMainWindow):
                                        load_failed=self._on_load_failed, parent=self)
         self.connections.remote = None if model is not None else self.connections.active()
         self.bar = MessageBar()
-        self.load_notes = LoadNotes(self.bar)
+        self.models = ModelsHookup(self, config=lambda: self.config, save=self._save,
+                                   load_model=self.load_model, refresh_models=self._refresh_models,
+                                   bar=self.bar, open_file=self.model_bar.open_button.click,
+                                   current_model=lambda: None if self.remote else self.model_path,
+                                   connect_server=self.connections.open_dialog)
+        self.load_notes = LoadNotes(self.bar, *self.models.notice_memory())
         self.view = ChatView()
         self.composer = Composer()
         self.gauges = GaugesPanel()
@@ -130,6 +136,7 @@ class MainWindow(QMainWindow):
         self.resize(1200, 800)  # as `llamadesk` opens it (app/ui/main.py)
         self.setMinimumSize(900, 600)
         if autoload:
+            self.models.offer_first_launch(self.chat_column, self.model_path is None and not self.remote)
             self._refresh_models()
             self.load_model(self.remote or self.model_path)
 
@@ -142,6 +149,7 @@ class MainWindow(QMainWindow):
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
         col.addLayout(sys_row)
+        self.chat_column = col  # the first-launch panel goes on top of it
         self.chat_area = ChatArea(self.view)  # the welcome while the conversation is empty
         col.addWidget(self.chat_area, 1)
         col.addWidget(self.actions_row)
@@ -371,6 +379,7 @@ class MainWindow(QMainWindow):
         self.machine.close()
         if self.compare_window is not None:
             self.compare_window.shutdown()
+        self.models.shutdown()  # a download pauses, its partial kept for the next launch
         ok = self.bridge.shutdown(2.0)
         self._save()
         if self.store is not None:
