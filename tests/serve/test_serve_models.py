@@ -142,6 +142,21 @@ def test_every_model_route_goes_by_its_model(client, two, model_path):
     assert error(httpx.get(two.base + "/tokenizer_info", timeout=30), 404)["code"] == "model_not_found"
 
 
+def test_a_client_that_leaves_mid_stream_lets_its_model_go(two):
+    """Its request is cancelled and its hold on the model released: the model can be unloaded."""
+    body = {"model": Q8, "max_tokens": 400, "stream": True, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Tell a long story."}]}
+    with httpx.stream("POST", two.base + "/v1/chat/completions", json=body, timeout=60) as r:
+        assert r.status_code == 200
+        next(line for line in r.iter_lines() if '"content"' in line)
+    for _ in range(100):  # the server sees the client gone at its next token
+        r = httpx.post(two.base + "/models/unload", json={"model": Q8}, timeout=60)
+        if r.status_code != 409:
+            break
+        threading.Event().wait(0.05)
+    assert r.status_code == 200 and statuses(two)[Q8] == "unloaded", r.text
+
+
 def test_an_unknown_model_is_named(client, two, model_path):
     with pytest.raises(openai.NotFoundError) as e:
         ask(client, "gpt-4o")
