@@ -76,10 +76,12 @@ class HostStats:
     ttft_p50_s: float | None = None
     ttft_p99_s: float | None = None
     ttft_n: int = 0  # requests in that window
+    ttft_at: float | None = None  # when the newest of them ended (time.time()): the window's age
 
     def took(self, window: deque[tuple[float, float]], now: float, ttft: float) -> None:
         """An online request showed its first text after `ttft` s: move the window's quantiles."""
         window.append((now, ttft))
+        self.ttft_at = now
         while window and now - window[0][0] > TTFT_WINDOW_S:
             window.popleft()
         ts = sorted(t for _, t in window)
