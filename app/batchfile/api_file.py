@@ -29,7 +29,8 @@ def read_api_file(path: str | Path, defaults: GenerationSettings, model: str) ->
     try:
         lines = p.read_bytes().decode("utf-8-sig").split("\n")  # "\n" only: JSON allows U+2028 raw
     except (OSError, UnicodeDecodeError) as e:
-        why = "is not UTF-8 text" if isinstance(e, UnicodeDecodeError) else f"cannot be read ({e.strerror or e})"
+        why = ("is not UTF-8 text" if isinstance(e, UnicodeDecodeError)
+               else f"cannot be read ({e.strerror or e})")
         raise BatchInputError(f"the input file {why}") from None
     items = []
     for n, raw in enumerate(lines, 1):

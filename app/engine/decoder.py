@@ -332,7 +332,7 @@ class Decoder:
         if turn.stop_reason is not None:
             return True
         if turn.spec is not None:
-            turn.spec.drafter.extend((tok,))
+            turn.spec.took(tok)
         live.progress(now, reader.generated, len(self.tokens) + 1, self.n_ctx)
         return False
 

@@ -58,7 +58,8 @@ def test_a_draft_models_guesses_leave_the_targets_greedy_choice_in_every_row(tar
 
 
 def _small_model(tmp: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("gpu_check_model", ROOT / "packaging" / "gpu_check_model.py")
+    spec = importlib.util.spec_from_file_location("gpu_check_model",
+                                                  ROOT / "packaging" / "gpu_check_model.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp / "other-vocab.gguf"
@@ -92,4 +93,5 @@ def test_ask_with_a_draft_model_says_what_speculating_was_worth(q8, model_path):
     st = json.loads(r.stdout)["stats"]
     assert st["spec_mode"] == "draft" and st["draft_tokens"] >= st["draft_accepted"] > 0
     r = _ask("--model", str(q8), "--speculative", "draft", "Hi")
-    assert r.returncode == 2 and r.stderr.strip() == "llamadesk: error: --speculative draft needs --draft-model FILE"
+    assert r.returncode == 2
+    assert r.stderr.strip() == "llamadesk: error: --speculative draft needs --draft-model FILE"
