@@ -24,7 +24,7 @@ from app.engine.stats import ReplyStats
 from app.engine.utilization import Limits
 
 RATE_WINDOW_S = 1.0  # rolling decode rate over the last second of tokens
-MIN_RATE_SPAN_S = 0.25  # a rate over less text than this is the engine's, not the deltas'
+MIN_RATE_SPAN_S = 0.05  # a rate over less text than this is the engine's, not the deltas'
 
 
 @dataclass(frozen=True)
@@ -236,8 +236,8 @@ class LiveGauges:
     def rolling_rate(self) -> float | None:
         """Tokens a second over the last second of text, measured from the last delta before that
         second (or the first): speculation delivers tokens in bursts a check long, so a span
-        inside one burst would read thousands a second. Under MIN_RATE_SPAN_S of text, the
-        engine's own rate."""
+        inside one burst would read thousands a second. Under MIN_RATE_SPAN_S of text (one
+        burst), the engine's own rate."""
         if len(self.deltas) < 2:
             return self.progress_rate
         t_last, g_last = self.deltas[-1]

@@ -26,7 +26,7 @@ def test_the_rate_is_tokens_over_time_not_a_bursts_own_microseconds(every_s, siz
     assert g.rolling_rate() == pytest.approx(size / every_s, rel=0.25)
 
 
-def test_under_a_quarter_second_of_text_the_engines_rate_is_shown():
+def test_within_one_burst_the_engines_rate_is_shown():
     g = _bursts(1.0, 6, until_s=0.1)  # one burst so far
     g.progress_rate = 42.0
     assert g.rolling_rate() == 42.0

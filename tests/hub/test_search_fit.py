@@ -95,6 +95,8 @@ def test_bench_fit_predicts_resident_memory_within_ten_percent(model_path):
     for x in rows:
         assert 0.9 <= x["ratio"] <= 1.1, x
     # the parts that differ are measured to differ: the weights between files, the KV cache between contexts
-    assert rows[2]["measured_bytes"] - rows[0]["measured_bytes"] > 30e6
+    # (at least half the predicted difference: a load's resident set moves by MBs with the machine's load)
+    assert rows[2]["measured_bytes"] - rows[0]["measured_bytes"] > \
+        0.5 * (rows[2]["predicted_bytes"] - rows[0]["predicted_bytes"]) > 15e6
     assert rows[1]["measured_bytes"] - rows[0]["measured_bytes"] > 35e6
     assert d["fit_within_10pct"] is True
