@@ -26,6 +26,7 @@ import numpy as np
 
 from app.bench.structured_set import CASES
 from app.chat.local_engine import LocalChatEngine
+from app.engine import batch_fill
 from app.engine.grammar import Constraint, GrammarError, GrammarMatcher, compile_grammar, tokenizer_for
 from app.engine.loader import LoadOptions
 from app.engine.prompt import PromptMessage
@@ -79,13 +80,8 @@ class _GbnfRun:
         llama_cpp.llama_batch_free(self.batch)
 
     def _decode(self, toks: list[int], pos0: int) -> None:
-        b = self.batch
-        for i, tok in enumerate(toks):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = tok, pos0 + i, 1, 0
-            b.seq_id[i][0] = 0
-        b.logits[len(toks) - 1] = 1
-        b.n_tokens = len(toks)
-        if llama_cpp.llama_decode(self.dec.ctx, b) != 0:
+        batch_fill.fill(self.batch, toks, pos0)
+        if llama_cpp.llama_decode(self.dec.ctx, self.batch) != 0:
             raise RuntimeError("llama_decode failed in the GBNF run")
 
     def compile(self, schema: dict):

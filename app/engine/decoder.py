@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import llama_cpp
 
+from app.engine import batch_fill
 from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.draft import DraftDrafter, DraftModel, vocab_mismatch
 from app.engine.errors import ContextOverflowError, GenerationError
@@ -124,16 +125,7 @@ class Decoder:
         return True
 
     def _fill(self, toks: Sequence[int], pos0: int, want_logits: bool, every_row: bool = False) -> None:
-        b = self._batch
-        for i, t in enumerate(toks):
-            b.token[i] = t
-            b.pos[i] = pos0 + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = every_row
-        if want_logits:
-            b.logits[len(toks) - 1] = 1
-        b.n_tokens = len(toks)
+        batch_fill.fill(self._batch, toks, pos0, every_row, want_logits)
 
     def _abort_check(self, _data) -> bool:
         """llama.cpp's abort callback, installed only during prefill: cancel and live gauges."""
@@ -191,8 +183,8 @@ class Decoder:
             raise
         reader = TokenReader(self.vocab, settings.stop, max_new, settings.ignore_eos, strip_leading)
         if settings.speculative and self.can_speculate:
-            drafter: Drafter = NgramDrafter(prompt) if self.draft is None or settings.speculative == "ngram" \
-                else DraftDrafter(self.draft, prompt)
+            drafter: Drafter = DraftDrafter(self.draft, prompt) if settings.speculative == "draft" \
+                and self.draft is not None else NgramDrafter(prompt)  # _check refused draft without one
             turn.spec = Speculation(drafter, Pacer(plain_s=self._plain_s))
         self._decode_loop(turn, reader, sampler)
         if turn.spec is not None:

@@ -16,6 +16,7 @@ import time
 import llama_cpp
 import numpy as np
 
+from app.engine import batch_fill
 from app.engine.control import common_prefix
 from app.engine.errors import EngineError
 from app.engine.loader import LoadedModel
@@ -52,13 +53,8 @@ class DraftModel:
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
 
     def _eval(self, toks, pos0: int) -> None:
-        b = self._batch
-        for i, t in enumerate(toks):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = t, pos0 + i, 1, 0
-            b.seq_id[i][0] = 0
-        b.logits[len(toks) - 1] = 1
-        b.n_tokens = len(toks)
-        rc = llama_cpp.llama_decode(self.ctx, b)
+        batch_fill.fill(self._batch, toks, pos0)
+        rc = llama_cpp.llama_decode(self.ctx, self._batch)
         if rc != 0:
             raise EngineError(f"the draft model's llama_decode failed (code {rc})")
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 import llama_cpp
 
+from app.engine import batch_fill
 from app.engine.errors import EngineError
 from app.engine.loader import LoadedModel
 
@@ -32,12 +33,8 @@ class OwnContext:
 
     def decode(self, tokens: Sequence[int], start: int, doing: str) -> None:
         """Evaluate `tokens` at positions from `start`, every one with its output."""
-        b = self._batch
-        for i, tok in enumerate(tokens):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = tok, start + i, 1, 1
-            b.seq_id[i][0] = 0
-        b.n_tokens = len(tokens)
-        rc = llama_cpp.llama_decode(self.ctx, b)
+        batch_fill.fill(self._batch, tokens, start, every_row=True)
+        rc = llama_cpp.llama_decode(self.ctx, self._batch)
         if rc != 0:
             raise EngineError(f"llama_decode failed {doing} (code {rc})")
 

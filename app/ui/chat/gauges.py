@@ -293,16 +293,14 @@ class GaugesPanel(QScrollArea):
         """While a reply speculates: how many guesses it keeps and the rate it would have had
         without them; after, the record's line (ReplyStats.speculation)."""
         p, st = s.spec, s.stats
+        text, plain = "", None
         if s.active and p is not None:
             text = speculation_words(p.mode, p.drafted, p.accepted, p.checks, p.speedup, p.stepped_aside)
-            if p.plain_tok_s:
-                text += f" · {p.plain_tok_s:.1f} tok/s without"
+            plain = p.plain_tok_s
         elif not s.active and st is not None and st.spec_mode is not None:
-            text = st.speculation() or ""
-            if st.plain_tok_s:
-                text += f" · {st.plain_tok_s:.1f} tok/s without"
-        else:
-            text = ""
+            text, plain = st.speculation() or "", st.plain_tok_s
+        if text and plain:
+            text += f" · {plain:.1f} tok/s without"
         self.spec.setText(text)
         self.spec.setVisible(bool(text))
 
