@@ -28,9 +28,22 @@ TRANSCRIPT_NOTICE = "no chat template: using plain transcript format"
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One call an assistant turn made: the tool's name and its arguments as the JSON text the
+    model wrote (OpenAI's wire form, kept as written so a call reads back exactly)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class PromptMessage:
-    role: str  # "system", "user" or "assistant"
+    role: str  # "system", "user", "assistant" or "tool"
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn's calls (its content may be empty)
+    tool_call_id: str | None = None  # a "tool" turn: the call whose result it is
+    name: str | None = None  # a "tool" turn: the tool that answered
 
 
 DEFAULT_FRAMING = ("The following is a conversation between a user and a helpful, knowledgeable "

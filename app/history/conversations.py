@@ -15,6 +15,7 @@ from app.engine.stats import ReplyStats
 from app.history.connection import MAX_ID, StoreBase
 from app.history.errors import ConversationNotFound
 from app.history.records import FORMATS, ConversationSummary, StoredConversation, StoredMessage
+from app.history.tool_rows import calls_from_json
 
 log = logging.getLogger("llamadesk.store")
 
@@ -44,21 +45,23 @@ class ConversationRows(StoreBase):
         self._check_id(conv_id)
         with self._read() as c:
             row = c.execute(
-                "SELECT id, title, created_at, updated_at, system_prompt, model, settings, reply_format "
-                "FROM conversations WHERE id = ? AND deleted_at IS NULL", (conv_id,)).fetchone()
+                "SELECT id, title, created_at, updated_at, system_prompt, model, settings, reply_format, "
+                "tools FROM conversations WHERE id = ? AND deleted_at IS NULL", (conv_id,)).fetchone()
             if row is None:
                 raise ConversationNotFound(self.path, f"no conversation with id {conv_id}")
             rows = c.execute(
                 "SELECT id, conversation_id, role, content, created_at, updated_at, state, stats, "
-                "out_of_context, format FROM messages WHERE conversation_id = ? ORDER BY id",
+                "out_of_context, format, tool_calls, tool_call_id, tool_name FROM messages "
+                "WHERE conversation_id = ? ORDER BY id",
                 (conv_id,)).fetchall()
         conv = StoredConversation(row[0], row[1], row[2], row[3], row[4], row[5],
-                                  settings=json.loads(row[6] or "{}"), reply_format=_reply_format(row[7]))
+                                  settings=json.loads(row[6] or "{}"), reply_format=_reply_format(row[7]),
+                                  tools=_reply_format(row[8], "tools"))
         from_json = ReplyStats.from_json
         conv.messages = [
             StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
                           from_json(json.loads(r[7])) if r[7] else None, bool(r[8]),
-                          r[9] if r[9] in FORMATS else None)
+                          r[9] if r[9] in FORMATS else None, calls_from_json(r[10]), r[11], r[12])
             for r in rows
         ]
         return conv
@@ -70,6 +73,12 @@ class ConversationRows(StoreBase):
             self._require(c, conv_id)
             c.execute("UPDATE conversations SET reply_format = ? WHERE id = ?",
                       (_reply_format_json(reply_format), conv_id))
+
+    def set_tools(self, conv_id: int, tools: dict | None) -> None:
+        """The tools the conversation's next turns may call (None: none), saved when chosen."""
+        with self._write() as c:
+            self._require(c, conv_id)
+            c.execute("UPDATE conversations SET tools = ? WHERE id = ?", (_reply_format_json(tools), conv_id))
 
     def rename_conversation(self, conv_id: int, title: str) -> None:
         title = " ".join(title.split())
@@ -130,24 +139,26 @@ class ConversationRows(StoreBase):
 
 
 def insert_conversation(c, title: str, created: float, updated: float, system_prompt: str | None,
-                        model: str | None, settings: dict, reply_format: dict | None = None) -> int:
+                        model: str | None, settings: dict, reply_format: dict | None = None,
+                        tools: dict | None = None) -> int:
     cur = c.execute(
         "INSERT INTO conversations (title, created_at, updated_at, system_prompt, model, settings, "
-        "reply_format) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "reply_format, tools) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (title, created, updated, system_prompt, model, json.dumps(settings),
-         _reply_format_json(reply_format)))
+         _reply_format_json(reply_format), _reply_format_json(tools)))
     return cur.lastrowid
 
 
 def _reply_format_json(reply_format: dict | None) -> str | None:
+    """A reply format's or a tool set's column: a JSON object, or NULL."""
     if reply_format is not None and not isinstance(reply_format, dict):
-        raise ValueError("a reply format is a JSON object or None")
+        raise ValueError("a reply format or a tool set is a JSON object or None")
     return json.dumps(reply_format, ensure_ascii=False) if reply_format is not None else None
 
 
-def _reply_format(text: str | None) -> dict | None:
-    """The stored reply format; one a hand edit broke reads as none (text), said in the log, so
-    the conversation still opens."""
+def _reply_format(text: str | None, what: str = "reply format") -> dict | None:
+    """The stored reply format (or tools); one a hand edit broke reads as none (text, no tools),
+    said in the log, so the conversation still opens."""
     if text is None:
         return None
     try:
@@ -155,6 +166,6 @@ def _reply_format(text: str | None) -> dict | None:
     except ValueError:
         d = None
     if not isinstance(d, dict):
-        log.warning("a conversation's stored reply format is not a JSON object; its replies are text")
+        log.warning("a conversation's stored %s is not a JSON object; it is left unused", what)
         return None
     return d

@@ -12,8 +12,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from app.engine.prompt import ToolCall
 from app.engine.stats import ReplyStats
 from app.history.connection import MAX_ID, StoreBase
 from app.history.conversations import insert_conversation
@@ -28,6 +29,7 @@ from app.history.records import (
     STATES,
     StoredConversation,
 )
+from app.history.tool_rows import calls_json
 
 log = logging.getLogger("llamadesk.store")
 
@@ -50,18 +52,24 @@ def _stats_json(stats: ReplyStats | None) -> str | None:
 class MessageRows(StoreBase):
     def add_message(self, conv_id: int, role: str, content: str, *, stats: ReplyStats | None = None,
                     state: str = COMPLETE, out_of_context: bool = False,
-                    created_at: float | None = None, updated_at: float | None = None) -> int:
-        """Append a message; the first user message names an untitled conversation."""
+                    created_at: float | None = None, updated_at: float | None = None,
+                    tool_calls: Sequence[ToolCall] = (), tool_call_id: str | None = None,
+                    tool_name: str | None = None) -> int:
+        """Append a message; the first user message names an untitled conversation. A "tool"
+        message is a call's result: `tool_name` says whose, `tool_call_id` which call."""
         if role not in ROLES:
             raise ValueError(f"unknown message role {role!r}")
         if state not in STATES:
             raise ValueError(f"unknown message state {state!r}")
+        if (role == "tool") != (tool_name is not None):
+            raise ValueError("a tool message, and only a tool message, names its tool")
         now = time.time()
         created = now if created_at is None else created_at
         with self._write() as c:
             self._require(c, conv_id)
             mid = _insert(c, conv_id, role, content, stats, state, out_of_context, created,
-                          created if updated_at is None else updated_at)
+                          created if updated_at is None else updated_at,
+                          tools=(tuple(tool_calls), tool_call_id, tool_name))
             c.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", (now, conv_id))
             if role == "user":
                 c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
@@ -70,9 +78,10 @@ class MessageRows(StoreBase):
 
     def begin_turn(self, conv_id: int | None, user_text: str, *, system_prompt: str | None = None,
                    model: str | None = None, settings: dict | None = None,
-                   reply_format: dict | None = None, reply_as: str | None = None) -> tuple[int, int, int]:
+                   reply_format: dict | None = None, reply_as: str | None = None,
+                   tools: dict | None = None) -> tuple[int, int, int]:
         """The first write of a turn, all or nothing: the conversation (new, or its
-        system prompt, model, settings and reply format brought up to date; None
+        system prompt, model, settings, reply format and tools brought up to date; None
         leaves one as it was), the question and the empty "generating" reply (held
         to `reply_as`, JSON_REPLY or None) in one transaction, so a failure (a full
         disk, text that cannot be stored) never leaves an untitled conversation
@@ -87,25 +96,27 @@ class MessageRows(StoreBase):
             raise ValueError(f"unknown reply format {reply_as!r}")
         meta = json.dumps(settings) if settings is not None else None
         fmt = json.dumps(reply_format, ensure_ascii=False) if reply_format is not None else None
+        tool_set = json.dumps(tools, ensure_ascii=False) if tools is not None else None
         title, now = make_title(user_text), time.time()
         with self._write() as c:
             if conv_id is None:
                 conv_id = insert_conversation(c, title, now, now, system_prompt, model, settings or {},
-                                              reply_format)
+                                              reply_format, tools)
             else:
                 self._require(c, conv_id)
                 c.execute(
                     "UPDATE conversations SET system_prompt = coalesce(?, system_prompt), "
                     "model = coalesce(?, model), settings = coalesce(?, settings), "
-                    "reply_format = coalesce(?, reply_format), "
+                    "reply_format = coalesce(?, reply_format), tools = coalesce(?, tools), "
                     "updated_at = max(updated_at, ?), title = CASE title WHEN '' THEN ? ELSE title END "
-                    "WHERE id = ?", (system_prompt, model, meta, fmt, now, title, conv_id))
+                    "WHERE id = ?", (system_prompt, model, meta, fmt, tool_set, now, title, conv_id))
             user_id = _insert(c, conv_id, "user", user_text, None, COMPLETE, False, now, now)
             reply_id = _insert(c, conv_id, "assistant", "", None, GENERATING, False, now, now, reply_as)
         return conv_id, user_id, reply_id
 
     def begin_reply(self, conv_id: int) -> int:
-        """An empty assistant message in state "generating"; save its text with `update_reply`."""
+        """An empty assistant message in state "generating"; save its text with `update_reply`.
+        A turn that continues after tool results begins here: it has no question of its own."""
         return self.add_message(conv_id, "assistant", "", state=GENERATING)
 
     def update_reply(self, msg_id: int, text: str) -> None:
@@ -118,9 +129,10 @@ class MessageRows(StoreBase):
                       (text, time.time(), os.getpid(), msg_id))
 
     def finish_reply(self, msg_id: int, text: str, stats: ReplyStats | None, *,
-                     state: str = COMPLETE, out_of_context: Iterable[int] | None = None) -> None:
-        """Seal a reply. `out_of_context` (message ids the context budget left
-        out of this reply's prompt) replaces the conversation's markers."""
+                     state: str = COMPLETE, out_of_context: Iterable[int] | None = None,
+                     tool_calls: Sequence[ToolCall] = ()) -> None:
+        """Seal a reply (with the tool calls it made, if any). `out_of_context` (message ids the
+        context budget left out of this reply's prompt) replaces the conversation's markers."""
         if state not in (COMPLETE, INTERRUPTED):
             raise ValueError(f"a finished reply is complete or interrupted, not {state!r}")
         now = time.time()
@@ -130,7 +142,8 @@ class MessageRows(StoreBase):
             if row is None:
                 raise StoreError(self.path, f"no message with id {msg_id}")
             c.execute("UPDATE messages SET content = ?, updated_at = ?, state = ?, stats = ?, "
-                      "writer_pid = NULL WHERE id = ?", (text, now, state, _stats_json(stats), msg_id))
+                      "writer_pid = NULL, tool_calls = ? WHERE id = ?",
+                      (text, now, state, _stats_json(stats), calls_json(tool_calls), msg_id))
             c.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", (now, row[0]))
             if out_of_context is not None:
                 _mark(c, row[0], out_of_context)
@@ -178,11 +191,11 @@ class MessageRows(StoreBase):
         """
         with self._write() as c:
             cid = insert_conversation(c, conv.title, conv.created_at, conv.updated_at, conv.system_prompt,
-                                      conv.model, conv.settings, conv.reply_format)
+                                      conv.model, conv.settings, conv.reply_format, conv.tools)
             for m in conv.messages:
                 state = INTERRUPTED if m.state == GENERATING else m.state
                 _insert(c, cid, m.role, m.content, m.stats, state, m.out_of_context,
-                        m.created_at, m.updated_at, m.format)
+                        m.created_at, m.updated_at, m.format, (m.tool_calls, m.tool_call_id, m.tool_name))
             return cid
 
 
@@ -196,12 +209,15 @@ def _storable(path, text: str, what: str) -> None:
                                f"bytes that are not UTF-8); nothing was saved") from e
 
 
-def _insert(c, conv_id, role, content, stats, state, out_of_context, created, updated, fmt=None) -> int:
+def _insert(c, conv_id, role, content, stats, state, out_of_context, created, updated, fmt=None,
+            tools: tuple[tuple[ToolCall, ...], str | None, str | None] = ((), None, None)) -> int:
+    calls, call_id, tool_name = tools
     cur = c.execute(
         "INSERT INTO messages (conversation_id, role, content, created_at, updated_at, state, stats, "
-        "out_of_context, writer_pid, format) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "out_of_context, writer_pid, format, tool_calls, tool_call_id, tool_name) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conv_id, role, content, created, updated, state, _stats_json(stats), int(out_of_context),
-         os.getpid() if state == GENERATING else None, fmt))
+         os.getpid() if state == GENERATING else None, fmt, calls_json(calls), call_id, tool_name))
     return cur.lastrowid
 
 

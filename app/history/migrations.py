@@ -58,7 +58,45 @@ V3 = [
     "ALTER TABLE messages ADD COLUMN format TEXT",
 ]
 
-STEPS = [V1, V2, V3]
+# v4: tool calls. SQLite cannot change a CHECK, so the messages table is built again with
+# 'tool' among the roles (the SQLite-documented way: a new table, copy, drop, rename, in the
+# migration's one transaction); its indexes are made again, and the search triggers, which went
+# with the old table, are made again by ensure_search_index in the same transaction, which
+# rebuilds the index. An assistant row's `tool_calls` is a JSON list of {id, name, arguments}
+# (arguments: the JSON text the model wrote); a tool row names the call it answers and the tool.
+# A conversation's `tools` is its Tools chooser (app.chat.tool_set reads it; NULL: no tools).
+V4 = [
+    """CREATE TABLE messages_v4 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+        content TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        stats TEXT,
+        updated_at REAL,
+        state TEXT NOT NULL DEFAULT 'complete' CHECK (state IN ('complete', 'generating', 'interrupted')),
+        out_of_context INTEGER NOT NULL DEFAULT 0,
+        writer_pid INTEGER,
+        format TEXT,
+        tool_calls TEXT,
+        tool_call_id TEXT,
+        tool_name TEXT
+    )""",
+    "INSERT INTO messages_v4 (id, conversation_id, role, content, created_at, stats, updated_at, state, "
+    "out_of_context, writer_pid, format) SELECT id, conversation_id, role, content, created_at, stats, "
+    "updated_at, state, out_of_context, writer_pid, format FROM messages",
+    # AUTOINCREMENT's high-water mark goes with the rows: a deleted last id is never reused.
+    "DELETE FROM sqlite_sequence WHERE name = 'messages_v4'",
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'messages_v4', seq FROM sqlite_sequence "
+    "WHERE name = 'messages'",
+    "DROP TABLE messages",
+    "ALTER TABLE messages_v4 RENAME TO messages",
+    "CREATE INDEX messages_by_conversation ON messages(conversation_id, id)",
+    "CREATE INDEX messages_generating ON messages(state) WHERE state = 'generating'",
+    "ALTER TABLE conversations ADD COLUMN tools TEXT",
+]
+
+STEPS = [V1, V2, V3, V4]
 CURRENT = len(STEPS)
 
 

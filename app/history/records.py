@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.engine.prompt import PromptMessage
+from app.engine.prompt import PromptMessage, ToolCall
 from app.engine.stats import ReplyStats
 
 # A reply still streaming; after a crash the next open turns it into INTERRUPTED.
 COMPLETE, GENERATING, INTERRUPTED = "complete", "generating", "interrupted"
 STATES = (COMPLETE, GENERATING, INTERRUPTED)
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 # A reply held to JSON by its constraint: shown and exported as a JSON code block, not Markdown.
 JSON_REPLY = "json"
 FORMATS = (JSON_REPLY,)
@@ -32,6 +32,12 @@ class StoredMessage:
     stats: ReplyStats | None = None
     out_of_context: bool = False  # left out of the latest reply's prompt by the context budget
     format: str | None = None  # JSON_REPLY: held to JSON; None: Markdown text
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant message's calls
+    tool_call_id: str | None = None  # a tool message: the call it answers
+    tool_name: str | None = None  # a tool message: the tool that answered
+
+    def prompt_message(self) -> PromptMessage:
+        return PromptMessage(self.role, self.content, self.tool_calls, self.tool_call_id, self.tool_name)
 
 
 @dataclass
@@ -58,22 +64,26 @@ class StoredConversation:
     messages: list[StoredMessage] = field(default_factory=list)
     # The window's reply format for the next turns (app.chat.reply_format reads it); None: text.
     reply_format: dict | None = None
+    # The tools its turns may call (app.chat.tool_set reads it); None: none.
+    tools: dict | None = None
 
     def history(self) -> tuple[list[PromptMessage], list[int]]:
         """The turns to send to the engine, and the message id of each.
 
         A reply still generating (another process's) is left out, and so is
         an empty one (cut off before its first token: the model would read
-        it as a turn that said nothing); interrupted partial replies stay in,
+        it as a turn that said nothing; one that only made tool calls is not
+        empty); tool calls and results go as they are, for the engine to
+        write in its own way; interrupted partial replies stay in,
         as the user saw them. The ids let the caller map `Reply.dropped`
         (indices) back to messages to mark them.
         """
         msgs, ids = [], []
         for m in self.messages:
-            if m.role == "assistant" and (m.state == GENERATING or not m.content):
+            if m.role == "assistant" and (m.state == GENERATING or not (m.content or m.tool_calls)):
                 continue
-            if m.role in ("user", "assistant"):
-                msgs.append(PromptMessage(m.role, m.content))
+            if m.role in ("user", "assistant", "tool"):
+                msgs.append(m.prompt_message())
                 ids.append(m.id)
         return msgs, ids
 

@@ -22,6 +22,7 @@ from app.engine.stats import ReplyStats
 from app.history import timestamps
 from app.history.errors import TranscriptError
 from app.history.records import FORMATS, ROLES, STATES, StoredConversation, StoredMessage
+from app.history.tool_rows import calls_from_list
 
 FORMAT = "llamadesk.transcript"
 VERSION = 1
@@ -48,6 +49,7 @@ def to_document(conv: StoredConversation) -> dict:
             "model": conv.model,
             "settings": conv.settings,
             "reply_format": conv.reply_format,
+            "tools": conv.tools,
             "messages": [
                 {
                     "role": m.role,
@@ -59,11 +61,22 @@ def to_document(conv: StoredConversation) -> dict:
                     "format": m.format,
                     "stats": ({k: _finite(v) for k, v in m.stats.to_json().items()}
                               if m.stats is not None else None),
+                    **_tool_fields(m),
                 }
                 for m in conv.messages
             ],
         },
     }
+
+
+def _tool_fields(m: StoredMessage) -> dict:
+    """Only on the messages that have them, so a conversation without tools reads as before."""
+    out: dict = {}
+    if m.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+    if m.role == "tool":
+        out["tool_call_id"], out["tool_name"] = m.tool_call_id, m.tool_name
+    return out
 
 
 def dumps(conv: StoredConversation) -> str:
@@ -174,6 +187,7 @@ def from_document(doc) -> StoredConversation:
         model=_get(c, "model", (str,), w, optional=True),
         settings=_get(c, "settings", (dict,), w, optional=True) or {},
         reply_format=_get(c, "reply_format", (dict,), w, optional=True),
+        tools=_get(c, "tools", (dict,), w, optional=True),
     )
     for i, m in enumerate(_get(c, "messages", (list,), w)):
         conv.messages.append(_message(m, f"messages[{i}]"))
@@ -194,11 +208,22 @@ def _message(m, mw: str) -> StoredMessage:
         raise _Bad(f"{mw}.format {fmt!r} is not one of {', '.join(FORMATS)} (or null: Markdown text)")
     created = _time(m, "created_at", mw)
     updated = _time_or_none(m, "updated_at", mw)
+    try:
+        calls = calls_from_list(m.get("tool_calls") or [])
+    except ValueError as e:
+        raise _Bad(f"{mw}.{e}") from None
+    if calls and role != "assistant":
+        raise _Bad(f"{mw} has tool_calls, which only an assistant message makes")
+    tool_name = _get(m, "tool_name", (str,), mw, optional=True)
+    if (role == "tool") != (tool_name is not None):
+        raise _Bad(f"{mw}: a tool message needs a tool_name, and only a tool message has one")
     return StoredMessage(
         id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw),
         created_at=created, updated_at=created if updated is None else updated,
         state=state, stats=_stats(m.get("stats"), mw),
         out_of_context=bool(_get(m, "out_of_context", (bool,), mw, optional=True)), format=fmt,
+        tool_calls=calls, tool_call_id=_get(m, "tool_call_id", (str,), mw, optional=True),
+        tool_name=tool_name,
     )
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from app.history import timestamps
 from app.history.export.rendering import json_markdown
+from app.history.export.tool_parts import message_markdown
 from app.history.records import INTERRUPTED, JSON_REPLY, StoredConversation, StoredMessage
 
-ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
+ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
 
 
 def when(ts: float) -> str:
@@ -26,8 +27,14 @@ def marks(m: StoredMessage) -> list[str]:
 
 
 def reply_markdown(m: StoredMessage) -> str:
-    """A reply's text as Markdown: a reply held to JSON as its JSON code block, else as written."""
-    return json_markdown(m.content) if m.format == JSON_REPLY else m.content
+    """A reply's text as Markdown: a reply held to JSON as its JSON code block, else as written;
+    its tool calls, or a tool's result, as what they are (app.history.export.tool_parts)."""
+    text = json_markdown(m.content) if m.format == JSON_REPLY and m.content else m.content
+    return message_markdown(m, text)
+
+
+def has_body(m: StoredMessage) -> bool:
+    return bool(m.content or m.tool_calls or m.role == "tool")
 
 
 def header_facts(conv: StoredConversation) -> list[str]:
@@ -38,7 +45,22 @@ def header_facts(conv: StoredConversation) -> list[str]:
     held = reply_format_fact(conv.reply_format)
     if held:
         facts.append(held)
+    tools = tools_fact(conv.tools)
+    if tools:
+        facts.append(tools)
     return facts
+
+
+def tools_fact(tools: dict | None) -> str | None:
+    """The tools the conversation's turns may call, by name, as the header says it."""
+    if not isinstance(tools, dict):
+        return None
+    names = [n for n in tools.get("builtin") or [] if isinstance(n, str)]
+    for d in tools.get("declared") or []:
+        f = d.get("function") if isinstance(d, dict) else None
+        if isinstance(f, dict) and isinstance(f.get("name"), str):
+            names.append(f["name"])
+    return f"tools: {', '.join(names)}" if names else None
 
 
 def reply_format_fact(fmt: dict | None) -> str | None:

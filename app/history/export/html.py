@@ -39,6 +39,7 @@ h1 { font-size: 1.5em; margin: 0 0 4px; overflow-wrap: anywhere; }
 .msg { background: var(--card); border: 1px solid var(--line); border-radius: 10px;
   padding: 10px 14px; margin: 12px 0; }
 .msg.user { background: var(--user); }
+.msg.tool { border-left: 4px solid var(--muted); }
 .msg.out-of-context { opacity: 0.6; }
 .head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
 .role { font-weight: 600; }
@@ -84,7 +85,8 @@ def _typed(text: str, renderer: HtmlRenderer) -> str:
 def _message(m: StoredMessage, renderer: HtmlRenderer) -> str:
     cls = ["msg", _e(m.role)] + (["out-of-context"] if m.out_of_context else [])
     extra = "".join(f'<span class="mark">{_e(x)}</span>' for x in marks(m))
-    body = renderer.render(reply_markdown(m)).html if m.role == "assistant" else _typed(m.content, renderer)
+    shown = m.role in ("assistant", "tool")  # a model's Markdown, or a tool's result in its box
+    body = renderer.render(reply_markdown(m)).html if shown else _typed(m.content, renderer)
     return (f'<section class="{" ".join(cls)}"><div class="head">'
             f'<span class="role">{_e(ROLE_NAMES.get(m.role, m.role))}</span>'
             f'<span class="when">{_e(when(m.created_at))}</span>{extra}</div>'

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from app.history.export.common import ROLE_NAMES, header_facts, marks, reply_markdown, title, when
+from app.history.export.common import ROLE_NAMES, has_body, header_facts, marks, reply_markdown, title, when
 from app.history.records import StoredConversation
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
@@ -32,7 +32,7 @@ def render(conv: StoredConversation) -> str:
         extra = marks(m)
         if extra:
             head += f" ({', '.join(extra)})"
-        body = _close_fences(reply_markdown(m)) if m.content else "*(empty)*"
+        body = _close_fences(reply_markdown(m)) if has_body(m) else "*(empty)*"
         out += ["---", "", head, "", f"*{when(m.created_at)}*", "", body, ""]
         if m.stats is not None:
             out += [f"> stats: {m.stats.summary()}", ""]

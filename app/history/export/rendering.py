@@ -56,8 +56,13 @@ def json_markdown(text: str) -> str:
         shown = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
     except (ValueError, RecursionError):
         shown = text.strip("\n")
-    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", shown)), default=0))
-    return f"{fence}json\n{shown}\n{fence}\n"
+    return code_markdown(shown, "json")
+
+
+def code_markdown(text: str, lang: str = "") -> str:
+    """`text` as one fenced code block whose fence no run of backticks inside can close."""
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    return f"{fence}{lang}\n{text}\n{fence}\n"
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.history.export.tool_parts import calls_text, pretty_arguments
 from app.history.records import StoredConversation
 
 
@@ -15,7 +16,12 @@ def render(conv: StoredConversation) -> str:
         extra = marks(m)
         head = f"[{when(m.created_at)}] {ROLE_NAMES.get(m.role, m.role)}"
         out.append(head + (f" ({', '.join(extra)})" if extra else "") + ":")
-        out.append(m.content)
+        if m.role == "tool":
+            out.append(f"Result of {m.tool_name}:")
+            out += ["  " + line for line in pretty_arguments(m.content).splitlines()]
+        elif m.content or not m.tool_calls:
+            out.append(m.content)
+        out += calls_text(m.tool_calls)
         if m.stats is not None:
             out.append(f"  -- {m.stats.summary()}")
         out.append("")
