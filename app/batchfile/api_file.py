@@ -16,15 +16,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.batchfile.requests import BatchInputError, InputItem, _assign_ids, _parse_json_line
+from app.batchfile.requests import CHAT_URL, BatchInputError, InputItem, _assign_ids, _parse_json_line
 from app.engine.sampling import GenerationSettings
 
 KEYS = ("custom_id", "method", "url", "body")
 
 
-def read_api_file(path: str | Path, defaults: GenerationSettings, model: str) -> list[InputItem]:
-    """The items of a Batch API input file; a line that is not a request for `model` is an item
-    with an error. BatchInputError only when the file as a whole is unusable."""
+def read_api_file(path: str | Path, defaults: GenerationSettings, model: str,
+                  endpoint: str = CHAT_URL) -> list[InputItem]:
+    """The items of a Batch API input file; a line that is not a request to `endpoint` for
+    `model` is an item with an error. BatchInputError only when the file as a whole is unusable."""
     p = Path(path)
     try:
         lines = p.read_bytes().decode("utf-8-sig").split("\n")  # "\n" only: JSON allows U+2028 raw
@@ -37,11 +38,11 @@ def read_api_file(path: str | Path, defaults: GenerationSettings, model: str) ->
         s = raw.removesuffix("\r")
         if not s.strip():
             continue
-        item = _parse_json_line(n, s, defaults)
+        item = _parse_json_line(n, s, defaults, endpoint)
         if item.error is None:  # a JSON object whose body the batch file's checks take
             item.error = _not_a_request(n, json.loads(s), model)
             if item.error is not None:
-                item.request = None
+                item.request = item.embed = None
         items.append(item)
     if not items:
         raise BatchInputError("the input file holds no requests")

@@ -35,6 +35,7 @@ from app.batch.types import SlotRequest
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
+from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
 from app.openai_compat.errors import RequestError
 from app.openai_compat.fields import is_text, show
 from app.openai_compat.params import parse
@@ -55,6 +56,7 @@ class InputItem:
     error: str | None = None  # this line becomes an error record
     model: str | None = None  # the body's own "model", if it named one
     digest: str = ""  # SHA-256 of the line's stripped text: what the journal knows it by
+    embed: dict | None = None  # an embeddings line's body, checked against the model that runs it
 
 
 def read_input(path: str | Path, defaults: GenerationSettings) -> list[InputItem]:
@@ -122,7 +124,15 @@ def _load(line: int, s: str) -> dict:
     return obj
 
 
-def _parse_json_line(line: int, s: str, defaults: GenerationSettings) -> InputItem:
+def refusal(line: int, e: RequestError) -> str:
+    """A line's error as the online refusal says it, with the parameter named when it does not."""
+    return f"line {line}: {e.param + ': ' if e.param and e.param not in e.message else ''}{e}"
+
+
+def _parse_json_line(line: int, s: str, defaults: GenerationSettings,
+                     endpoint: str | None = None) -> InputItem:
+    """`endpoint`: the Batch API batch's, which every line's url must name; None for a batch
+    file, whose lines are chat requests."""
     item = InputItem(line, "", digest=_digest(s))
     try:
         obj = _load(line, s)
@@ -146,11 +156,18 @@ def _parse_json_line(line: int, s: str, defaults: GenerationSettings) -> InputIt
         method = obj.get("method", "POST")
         if method != "POST":
             raise ValueError(f"unsupported method {show(method)}")
-        if obj.get("url") != CHAT_URL:
-            raise ValueError(f"unknown url {show(obj.get('url'))}; only {CHAT_URL} is served")
+        url = obj.get("url")
+        if endpoint is None and url != CHAT_URL:
+            raise ValueError(f"unknown url {show(url)}; only {CHAT_URL} is served")
+        if endpoint is not None and url != endpoint:
+            raise ValueError(f"url {show(url)} is not this batch's endpoint {endpoint} (every line of a "
+                             "batch goes to its endpoint)")
         body = obj.get("body")
         if not isinstance(body, dict):
             raise ValueError("body must be an object")
+        if url == EMBEDDINGS_URL:
+            item.model, item.embed = body.get("model"), body
+            return item
         # Exactly the online request's checks: a parameter that cannot be honoured is this line's
         # error record, never answered as if it were not there. The model is the runner's to
         # check (a batch file names none for the window; the Batch API knows its model).
@@ -165,7 +182,7 @@ def _parse_json_line(line: int, s: str, defaults: GenerationSettings) -> InputIt
         item.model = body.get("model")
         item.request = SlotRequest(cid, p.messages or [], p.settings, line=line, reply_as=p.tools)
     except RequestError as e:
-        item.error = f"line {line}: {e.param + ': ' if e.param and e.param not in e.message else ''}{e}"
+        item.error = refusal(line, e)
     except ValueError as e:
         item.error = f"line {line}: {e}"
     return item

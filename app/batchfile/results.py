@@ -104,6 +104,15 @@ class ResultWriter:
         rec["llamadesk"]["input_sha256"] = item.digest
         self._append(rec)
 
+    def write_answer(self, custom_id: str, line: int, body: dict, seconds: float) -> None:
+        """A request answered whole by another endpoint than chat (embeddings): its body as is."""
+        usage = body.get("usage") or {}
+        rid = f"batch_req_{uuid.uuid4().hex[:24]}"
+        self._append({"id": rid, "custom_id": custom_id,
+                      "response": {"status_code": 200, "request_id": rid, "body": body}, "error": None,
+                      "llamadesk": {"line": line, "prompt_tokens": usage.get("prompt_tokens"),
+                                    "total_s": round(seconds, 4)}})
+
     def _append(self, rec: dict) -> None:
         self._f.write(json.dumps(rec, ensure_ascii=False) + "\n")
         self._f.flush()

@@ -5,8 +5,8 @@ rules of app.serve.http; this module is the only one that knows them all, so
 none of them imports another, and the Batch API is there only when the
 server has a folder to keep its files in.
 
-The middleware, outermost first: the browser guard (Host, Origin, CORS:
-app.serve.guard), then the key. Its defaults are the window's own server's:
+The middleware, outermost first: the request log (app.serve.request_log), the
+browser guard (Host, Origin, CORS: app.serve.guard), then the key. Its defaults are the window's own server's:
 bound to 127.0.0.1, no name or origin allowed beyond it.
 """
 
@@ -27,7 +27,12 @@ from app.serve.engine_host import ServeEngine
 from app.serve.guard import Guard, HostRule
 from app.serve.http import KeyCheck, add_error_handlers
 from app.serve.metrics import CONTENT_TYPE, ServeMetrics
+from app.serve.request_log import RequestLog
 from app.serve.side_engine import SideEngine
+
+# The routes that write their own line, with the tokens they read and wrote.
+SELF_LOGGED = frozenset(("POST", path) for path in
+                        ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"))
 
 
 def front_door(app: FastAPI, api_key: str | None, bind: str, allow_hosts: Iterable[str],
@@ -37,6 +42,7 @@ def front_door(app: FastAPI, api_key: str | None, bind: str, allow_hosts: Iterab
     if api_key:
         app.add_middleware(KeyCheck, key=api_key)
     app.add_middleware(Guard, hosts=HostRule(bind, allow_hosts), origins=allow_origins)
+    app.add_middleware(RequestLog, self_logged=SELF_LOGGED, quiet=frozenset(("/health", "/metrics")))
     add_error_handlers(app, storage=(StoreError,))
 
     @app.get("/health")
@@ -81,7 +87,7 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
     if store is None and data_dir is not None:
         store = BatchStore(Path(data_dir))
     if store is not None:
-        runs = BatchRuns(store, OneHost(host, model_id), defaults or GenerationSettings())
+        runs = BatchRuns(store, OneHost(host, model_id, side), defaults or GenerationSettings())
         runs.resume()
         metrics.batch_counts = runs.counts
         app.state.batch_store, app.state.batches = store, batches.Batches(store, runs)

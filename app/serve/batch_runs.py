@@ -25,18 +25,24 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from app.batch.types import RequestDone, SlotResult
+from app.batch.types import RequestDone, SlotRequest, SlotResult, SlotStats
 from app.batchfile.api_file import read_api_file
-from app.batchfile.requests import BatchInputError
+from app.batchfile.requests import BatchInputError, InputItem, refusal
 from app.batchfile.results import BatchOutputError, ResultWriter, read_journal
+from app.engine.errors import EngineError
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
+from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
+from app.openai_compat.embeddings import embedding_body, parse_embedding
+from app.openai_compat.errors import RequestError
 from app.serve.batch_store import BatchStore, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
+from app.serve.side_engine import SideEngine
 
 log = logging.getLogger("llamadesk.serve.batch")
 RETRY_S = (0.5, 1, 2, 5)  # waits between tries to record a failure, the last one repeated
@@ -63,6 +69,10 @@ class Hosts(Protocol):
         """The model's engine, loaded and kept so until release (LlamaDeskError if it cannot be)."""
         ...
 
+    def side(self, model: str) -> SideEngine:
+        """A held model's side thread, where its embeddings run."""
+        ...
+
     def release(self, model: str) -> None: ...
 
 
@@ -72,6 +82,7 @@ class OneHost:
 
     host: ServeEngine
     model_id: str
+    side_engine: SideEngine
 
     def batch_model(self, path: str | Path) -> str:
         return self.model_id
@@ -81,6 +92,9 @@ class OneHost:
 
     def hold(self, model: str) -> ServeEngine:
         return self.host
+
+    def side(self, model: str) -> SideEngine:
+        return self.side_engine
 
     def release(self, model: str) -> None:
         return None
@@ -132,7 +146,7 @@ class BatchRun:
         f = self.store.file(b["input_file_id"])
         try:
             self.model_id = self.hosts.batch_model(f["path"])
-            items = read_api_file(f["path"], self.defaults, self.model_id)
+            items = read_api_file(f["path"], self.defaults, self.model_id, b["endpoint"])
             journal = read_journal(self.store.journal_path(self.bid))
         except (BatchInputError, BatchOutputError) as e:
             self._fail("invalid_file", str(e))
@@ -150,33 +164,81 @@ class BatchRun:
                 if it.error is not None:
                     writer.write_error(it)
                     self.store.count(self.bid, False)
-            reqs = [it.request for it in todo if it.request is not None]
-            ids = [r.custom_id for r in reqs]
-            host = None
-            if reqs and not self.cancelled:
-                try:
-                    host = self.hosts.hold(self.model_id)
-                except LlamaDeskError as e:
-                    self._fail("model_unavailable", str(e))
+            if b["endpoint"] == EMBEDDINGS_URL:
+                if not self._embed(writer, [it for it in todo if it.embed is not None]):
                     return
-            try:
-                with self.lock:
-                    self.host = host
-                    if host is not None and not self.cancelled:
-                        hosted = host.submit_batch(reqs, self._on_event)
-                        self.pending.update(zip(hosted, ids))
-                    else:
-                        self.results.put(_END)
-                self._journal(writer)
-            finally:
-                if host is not None:
-                    with self.lock:
-                        self.host = None
-                    self.hosts.release(self.model_id)
+            elif not self._generate(writer, [it.request for it in todo if it.request is not None]):
+                return
         finally:
             with contextlib.suppress(OSError):  # every record was flushed and synced as written
                 writer.close()
         self._finalize()
+
+    def _generate(self, writer: ResultWriter, reqs: list[SlotRequest]) -> bool:
+        """Decode the chat lines at batch priority, journaling each as it ends; False if the
+        batch failed (its model could not be held)."""
+        ids = [r.custom_id for r in reqs]
+        host = None
+        if reqs and not self.cancelled:
+            try:
+                host = self.hosts.hold(self.model_id)
+            except LlamaDeskError as e:
+                self._fail("model_unavailable", str(e))
+                return False
+        try:
+            with self.lock:
+                self.host = host
+                if host is not None and not self.cancelled:
+                    hosted = host.submit_batch(reqs, self._on_event)
+                    self.pending.update(zip(hosted, ids))
+                else:
+                    self.results.put(_END)
+            self._journal(writer)
+        finally:
+            if host is not None:
+                with self.lock:
+                    self.host = None
+                self.hosts.release(self.model_id)
+        return True
+
+    def _embed(self, writer: ResultWriter, items: list[InputItem]) -> bool:
+        """Embed the lines one at a time on the model's side thread (online embeddings queue
+        between them), each checked as the online endpoint checks it; False if the batch failed."""
+        if not items or self.cancelled:
+            return True
+        try:
+            self.hosts.hold(self.model_id)
+        except LlamaDeskError as e:
+            self._fail("model_unavailable", str(e))
+            return False
+        try:
+            side = self.hosts.side(self.model_id)
+            with self.lock:
+                self.pending.update((it.custom_id, it.custom_id) for it in items)
+            for it in items:
+                if self.cancelled:
+                    break
+                t0 = time.perf_counter()
+                try:
+                    req = parse_embedding(it.embed, self.model_id, side.facts)
+                    vectors, used = side.call(partial(side.embed_request, req))
+                except RequestError as e:
+                    it.error = refusal(it.line, e)
+                    writer.write_error(it)
+                except EngineError as e:
+                    st = SlotStats(stop_reason="error", error=str(e), error_kind="embedding_failed")
+                    writer.write(SlotResult(it.custom_id, "", st, it.line))
+                else:
+                    body = embedding_body(vectors, req.fmt, self.model_id, used)
+                    writer.write_answer(it.custom_id, it.line, body, time.perf_counter() - t0)
+                self.store.count(self.bid, it.error is None)
+                with self.lock:
+                    self.pending.pop(it.custom_id, None)
+        finally:
+            with self.lock:
+                self.pending.clear()
+            self.hosts.release(self.model_id)
+        return True
 
     def _journal(self, writer: ResultWriter) -> None:
         """Write each result as it comes, until every request has ended. A failed write stops

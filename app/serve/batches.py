@@ -21,12 +21,14 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.batchfile.requests import CHAT_URL
+from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
 from app.serve.batch_runs import BatchRuns
 from app.serve.batch_store import BatchStore
 from app.serve.http import ApiError, bad, not_found, only_query, page, printable, read_json
 from app.serve.protocol import BatchList, BatchObject, batch_list, batch_object
 
 router = APIRouter()
+ENDPOINTS = (CHAT_URL, EMBEDDINGS_URL)
 CREATE_FIELDS = ("input_file_id", "endpoint", "completion_window", "metadata")
 NOT_HONOURED = {"output_expires_after": "the output files are kept until the server's data folder is cleared"}
 META_PAIRS, META_KEY, META_VALUE = 16, 64, 512
@@ -79,8 +81,8 @@ class Batches:
         if row["purpose"] != "batch":
             raise bad("input_file_id", f"{fid} is a {row['purpose']} file; a batch's input is uploaded "
                                        "with purpose 'batch'")
-        if endpoint != CHAT_URL:
-            raise bad("endpoint", f"endpoint must be {CHAT_URL} (the one the batch files use here)")
+        if endpoint not in ENDPOINTS:
+            raise bad("endpoint", f"endpoint must be one of {', '.join(ENDPOINTS)}")
         if window != "24h":
             raise bad("completion_window", "completion_window must be '24h'")
         meta = body.get("metadata")

@@ -10,94 +10,42 @@ vector, and cutting one silently would be an answer to another question.
 
 from __future__ import annotations
 
-import base64
+import time
 from typing import Annotated
 
-import numpy as np
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from app.engine.errors import EngineError
+from app.openai_compat.embeddings import URL, embedding_body, parse_embedding
+from app.openai_compat.errors import RequestError
 from app.openai_compat.fields import is_text
 from app.serve.http import ApiError, bad, read_json, refused
+from app.serve.request_log import answered
 from app.serve.side_engine import SideEngine
 
 router = APIRouter()
-MAX_INPUTS = 2048  # OpenAI's own bound on one request's inputs
 
 
 class EmbeddingsAPI:
     def __init__(self, side: SideEngine, model_id: str, n_ctx: int):
         self.side, self.model_id, self.n_ctx = side, model_id, n_ctx
 
-    def _inputs(self, raw) -> list[str | list[int]]:
-        if isinstance(raw, str):
-            raw = [raw]
-        if isinstance(raw, list) and raw and all(isinstance(t, int) and not isinstance(t, bool) for t in raw):
-            raw = [raw]  # one input as token ids
-        if not isinstance(raw, list) or not raw:
-            raise bad("input", "input must be a string, a list of strings, or token ids")
-        if len(raw) > MAX_INPUTS:
-            raise bad("input", f"at most {MAX_INPUTS} inputs in one request, got {len(raw)}")
-        n_vocab = self.side.model.llm.n_vocab()
-        for i, x in enumerate(raw):
-            if isinstance(x, str):
-                if not x.strip() or not is_text(x):
-                    raise bad("input", f"input[{i}] must be non-empty valid text")
-            elif isinstance(x, list) and x and all(isinstance(t, int) and not isinstance(t, bool) for t in x):
-                if not all(0 <= t < n_vocab for t in x):
-                    raise bad("input", f"input[{i}] holds a token id outside this model's {n_vocab}")
-            else:
-                raise bad("input", f"input[{i}] must be a string or a list of token ids")
-        return raw
-
     async def create(self, request: Request) -> JSONResponse:
+        t0 = time.perf_counter()
         try:
-            body = await read_json(request)
-            if not isinstance(body, dict):
-                raise ApiError(400, "the request body must be a JSON object", None, "invalid_json")
-            for k in body:
-                if k not in ("input", "model", "encoding_format", "dimensions", "user"):
-                    raise ApiError(400, f"Unrecognized request argument supplied: {k}", k,
-                                   "unknown_parameter")
-            model = body.get("model")
-            if model != self.model_id:
-                raise ApiError(404, f"The model {model!r} does not exist (this server has "
-                                    f"{self.model_id!r})", "model", "model_not_found")
-            fmt = body.get("encoding_format", "float")
-            if fmt not in ("float", "base64"):
-                raise bad("encoding_format", "encoding_format must be float or base64")
-            dim = self.side.embedding_dim
-            if body.get("dimensions") not in (None, dim):
-                raise bad("dimensions", f"this model's embeddings have {dim} dimensions; it was not "
-                                        "trained to give shorter ones")
-            inputs = self._inputs(body.get("input"))
-            too_long = next((i for i, x in enumerate(inputs) if isinstance(x, str)
-                             and len(x.encode("utf-8")) > self.n_ctx * 256), None)
-            if too_long is not None:
-                raise bad("input", f"input[{too_long}] is longer than {self.n_ctx} tokens can be")
-            side = self.side
-
-            def job() -> tuple[list[np.ndarray], int]:
-                toks = [side.tokenize(x) if isinstance(x, str) else list(x) for x in inputs]
-                for i, t in enumerate(toks):
-                    if len(t) > self.n_ctx:
-                        raise ApiError(400, f"input[{i}] is {len(t)} tokens; embeddings take at most "
-                                            f"{self.n_ctx}", "input", "context_length_exceeded")
-                return side.embed(toks), sum(len(t) for t in toks)
-
             try:
-                vectors, used = await side.run(job)
+                req = parse_embedding(await read_json(request), self.model_id, self.side.facts)
+                vectors, used = await self.side.run(lambda: self.side.embed_request(req))
+            except RequestError as e:
+                raise ApiError(e.status, e.message, e.param, e.code, e.kind) from None
             except EngineError as e:
                 raise ApiError(500, str(e), None, "embedding_failed", "server_error") from None
         except ApiError as e:
-            refused("/v1/embeddings", e)
+            refused(URL, e)
             raise
-        data = [{"object": "embedding", "index": i,
-                 "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if fmt == "base64"
-                 else v.tolist()} for i, v in enumerate(vectors)]
-        return JSONResponse({"object": "list", "data": data, "model": self.model_id,
-                             "usage": {"prompt_tokens": used, "total_tokens": used}})
+        answered("POST", URL, 200, self.model_id, time.perf_counter() - t0, prompt=used, inputs=len(vectors))
+        return JSONResponse(embedding_body(vectors, req.fmt, self.model_id, used))
 
     async def tokenize(self, request: Request) -> JSONResponse:
         body = await read_json(request)

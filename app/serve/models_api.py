@@ -56,6 +56,7 @@ from app.serve.http import ApiError, read_json, read_json_bytes
 from app.serve.metrics import CONTENT_TYPE, ServeMetrics
 from app.serve.metrics_models import PoolMetrics
 from app.serve.pool import AllBusy, ModelPool, ModelSpec, NotServed, PoolError, PoolEvents
+from app.serve.side_engine import SideEngine
 
 LOAD_WAIT_S = 60.0  # a request for a model still loading waits this long, then 503
 BUSY_POLL_S = 0.02  # while every model that would make room is answering a request
@@ -291,6 +292,9 @@ class PoolHosts:
 
     def hold(self, model: str) -> ServeEngine:
         return cast(ServedModel, self.pool.hold(model, self.timeout)).host
+
+    def side(self, model: str) -> SideEngine:
+        return cast(ServedModel, self.pool.find(model).served).app.state.side
 
     def release(self, model: str) -> None:
         self.pool.release(model)

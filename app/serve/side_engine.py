@@ -22,6 +22,7 @@ from app.engine.embedder import Embedder
 from app.engine.loader import LoadedModel
 from app.engine.logprobs import TokenLogprob
 from app.engine.scorer import Scorer
+from app.openai_compat.embeddings import EmbedRequest, ModelFacts, check_lengths
 
 T = TypeVar("T")
 
@@ -37,6 +38,14 @@ class SideEngine:
     async def run(self, job: Callable[[], T]) -> T:
         return await asyncio.wrap_future(self._pool.submit(job))
 
+    def call(self, job: Callable[[], T]) -> T:
+        """`run` for a thread that may block (a batch's): online jobs queue between its jobs."""
+        return self._pool.submit(job).result()
+
+    @property
+    def facts(self) -> ModelFacts:
+        return ModelFacts(int(self.model.llm.n_vocab()), self.embedding_dim, self.n_ctx)
+
     # -- the side thread ------------------------------------------------------
     def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
         return self.model.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
@@ -45,6 +54,12 @@ class SideEngine:
         if self._embedder is None:
             self._embedder = Embedder(self.model, self.n_ctx)
         return [self._embedder.embed(toks, normalize) for toks in inputs]
+
+    def embed_request(self, req: EmbedRequest) -> tuple[list[np.ndarray], int]:
+        """A checked request's vectors and the tokens they read (RequestError: an input too long)."""
+        toks = [self.tokenize(x) if isinstance(x, str) else list(x) for x in req.inputs]
+        check_lengths(toks, self.n_ctx)
+        return self.embed(toks), sum(len(t) for t in toks)
 
     @property
     def embedding_dim(self) -> int:

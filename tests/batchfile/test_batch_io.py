@@ -261,3 +261,17 @@ def test_a_batch_file_line_goes_through_the_online_requests_checks(tmp_path):
     assert by["penalty"].error is None and by["penalty"].request.settings.frequency_penalty == 0.5
     assert "stream" in by["stream"].error and "text only" in by["image"].error
     assert [m.role for m in by["dev"].request.messages] == ["system", "user"]
+
+
+def test_a_batch_api_file_for_embeddings_takes_embeddings_lines_only(tmp_path):
+    from app.batchfile.api_file import read_api_file
+
+    f = tmp_path / "emb.jsonl"
+    line = {"custom_id": "e", "method": "POST", "url": "/v1/embeddings",
+            "body": {"model": "m", "input": "hi"}}
+    f.write_text("\n".join([json.dumps(line), req("c", "Hi").replace('"any"', '"m"')]) + "\n")
+    emb, chat = read_api_file(f, DEFAULTS, "m", "/v1/embeddings")
+    assert emb.error is None and emb.embed == {"model": "m", "input": "hi"} and emb.request is None
+    assert "is not this batch's endpoint /v1/embeddings" in chat.error and chat.embed is None
+    emb, chat = read_api_file(f, DEFAULTS, "m")
+    assert "is not this batch's endpoint /v1/chat/completions" in emb.error and chat.error is None

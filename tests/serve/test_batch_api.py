@@ -79,8 +79,9 @@ def test_batch_api_bad_input_is_openais_error_shape(serve, client):
     assert r.status_code == 404 and r.json()["error"]["param"] == "input_file_id"
     f = client.files.create(file=("x.jsonl", io.BytesIO(_jsonl(1))), purpose="batch")
     r = httpx.post(serve.base + "/v1/batches", timeout=10,
-                   json={"input_file_id": f.id, "endpoint": "/v1/embeddings", "completion_window": "24h"})
+                   json={"input_file_id": f.id, "endpoint": "/v1/moderations", "completion_window": "24h"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "endpoint"
+    assert "/v1/embeddings" in r.json()["error"]["message"], "the refusal names what is served"
     r = httpx.post(serve.base + "/v1/files", timeout=10, files={"file": ("a.jsonl", b"x")},
                    data={"purpose": "fine-tune"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "purpose"

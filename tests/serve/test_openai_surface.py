@@ -222,10 +222,19 @@ def test_each_request_leaves_one_line_in_the_servers_log(client, serve):
     client.chat.completions.create(model=MODEL_ID, messages=HI, max_tokens=2)
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="nope", messages=HI, max_tokens=2)
+    client.embeddings.create(model=MODEL_ID, input=["one", "two"])
+    client.models.list()
+    client.files.list()
+    httpx.get(serve.base + "/health", timeout=10)
     lines = serve.log.read_text(errors="replace").splitlines()[before:]
     ok = [x for x in lines if "POST /v1/chat/completions 200" in x]
     assert len(ok) == 1 and "prompt=" in ok[0] and "generated=" in ok[0] and "ttft_ms=" in ok[0]
     assert any("404" in x and "nope" in x for x in lines)
+    (emb,) = [x for x in lines if "POST /v1/embeddings 200" in x]
+    assert f"model={MODEL_ID}" in emb and "inputs=2" in emb and "prompt=" in emb and "total_ms=" in emb
+    for route in ("GET /v1/models 200", "GET /v1/files 200"):
+        assert len([x for x in lines if route in x and "total_ms=" in x]) == 1, route
+    assert not any("/health" in x for x in lines), "a health probe is not an INFO line"
 
 
 def test_files_are_listed_retrieved_and_deleted(client, tmp_path):

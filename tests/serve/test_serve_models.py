@@ -180,6 +180,15 @@ def test_a_batch_runs_on_the_model_its_lines_name(two):
     out = httpx.get(two.base + f"/v1/files/{b['output_file_id']}/content", timeout=30).text
     assert [json.loads(x)["response"]["body"]["model"] for x in out.splitlines()] == [Q8] * 3
 
+    emb = json.dumps({"custom_id": "e", "method": "POST", "url": "/v1/embeddings",
+                      "body": {"model": Q8, "input": "Name a colour."}})
+    r = httpx.post(two.base + "/v1/batches", timeout=30, json={
+        "input_file_id": upload(two.base, (emb + "\n").encode())["id"], "endpoint": "/v1/embeddings",
+        "completion_window": "24h"})
+    b = wait_batch(two.base, r.json()["id"], timeout=120)
+    out = httpx.get(two.base + f"/v1/files/{b['output_file_id']}/content", timeout=30).json()
+    assert out["response"]["body"]["model"] == Q8 and len(out["response"]["body"]["data"][0]["embedding"]) > 0
+
     other = lines[0].replace(Q8, "gpt-4o")
     f = upload(two.base, (lines[1] + "\n" + other + "\n").encode())
     r = httpx.post(two.base + "/v1/batches", timeout=30, json={
