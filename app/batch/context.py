@@ -41,7 +41,11 @@ class BatchContextError(EngineError):
 
 
 class BatchContext:
-    def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int, unified: bool = False):
+    def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int, unified: bool = False,
+                 outputs: int = 0):
+        """`outputs`: the logits rows one step may ask for, when that is more than one a sequence
+        (a speculative check asks for one a guess, app.batch.speculation): llama.cpp asserts,
+        fatally, on a step asking for more than its context was made for."""
         # n_slots counts every sequence, the engine's reserved online one included,
         # so these messages speak of sequences: the user's --parallel is checked
         # (and named) before the model loads, by the front end.
@@ -65,7 +69,7 @@ class BatchContext:
         p.n_ubatch = p.n_batch
         # Each step asks logits of at most one token per slot; the default (n_batch
         # outputs) reserves n_batch x n_vocab floats, ~0.5 GB with Gemma's 262k vocab.
-        p.n_outputs_max = n_slots
+        p.n_outputs_max = max(n_slots, outputs)
         p.kv_unified = unified
         p.swa_full = True  # the header warns a small SWA cache is slow with n_seq_max > 1
         p.no_perf = True

@@ -33,6 +33,7 @@ from app.batch.context import BatchContext
 from app.batch.prefixes import Prefixes
 from app.batch.scheduler import ONLINE_RESERVE, Prepared, Scheduler, SlotState
 from app.batch.slot import Slot
+from app.batch.speculation import CHECK_ROWS, BatchSpeculation
 from app.batch.types import (
     BatchEvent,
     BatchProgress,
@@ -47,6 +48,7 @@ from app.engine.grammar import compile_grammar
 from app.engine.loader import LoadedModel
 from app.engine.prompt import PromptMessage, chat_format, reply_stops
 from app.engine.prompt_cache import PromptCache
+from app.engine.speculative import K_MAX, Speculation
 from app.engine.utilization import limits_for
 
 log = logging.getLogger("llamadesk.batch")
@@ -67,17 +69,22 @@ class BatchEngine:
     def __init__(self, model: LoadedModel, n_slots: int = DEFAULT_SLOTS,
                  slot_ctx: int = DEFAULT_SLOT_CTX,
                  on_event: Callable[[BatchEvent], None] | None = None, keep_prefixes: bool = False,
-                 kv_unified: bool | None = None, share_prefixes: bool = True, prompt_cache: bool = False):
+                 kv_unified: bool | None = None, share_prefixes: bool = True, prompt_cache: bool = False,
+                 speculation: BatchSpeculation | None = None):
         """`keep_prefixes`: a finished request's tokens stay in its sequence, and the next
         request goes to the free sequence sharing the longest prefix with it, prefilling only
         the rest (a server's clients send each turn's whole history again).
         `kv_unified`: the KV layout (app.batch.context), None for DEFAULT_UNIFIED.
         `share_prefixes`: a prompt takes the prefix another sequence holds (app.batch.prefixes).
         `prompt_cache`: the format's shared prefix is loaded from and saved to the disk prompt
-        cache (the user's cache folder)."""
+        cache (the user's cache folder).
+        `speculation`: a slot that decodes alone guesses its next tokens (app.batch.speculation);
+        the model's cache must rewind (LoadedModel.rewinds)."""
         self.model = model
         unified = DEFAULT_UNIFIED if kv_unified is None else kv_unified
-        self.bctx = BatchContext(model, n_slots + ONLINE_RESERVE, slot_ctx, unified)
+        self.speculation = speculation
+        self.bctx = BatchContext(model, n_slots + ONLINE_RESERVE, slot_ctx, unified,
+                                 outputs=CHECK_ROWS if speculation is not None else 0)
         self.ctx = self.bctx.ctx
         self.n_slots = n_slots
         self.slot_ctx = self.bctx.slot_ctx
@@ -240,6 +247,7 @@ class BatchEngine:
         cached = self.prefixes.keep(seq, toks)
         slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now)
         slot.take_prefix(cached)
+        slot.spec_mode = self.speculation.mode if self.speculation is not None else None
         self.prefixes.plan(slot)
         self._emit(RequestStarted(req.custom_id, seq, now - self.t0))
         return slot
@@ -250,6 +258,13 @@ class BatchEngine:
         for s in cancelled:
             self._finish(s, "cancelled")
         self.prefixes.resolve(live)
+        solo = self._solo(live)
+        guesses = solo.guesses(self._room(live[0])) if solo is not None else []
+        t0 = time.perf_counter()
+        if guesses:
+            assert solo is not None  # guesses come only from the slot decoding alone
+            self._check(live[0], solo, guesses, t0)
+            return
         decoding = sum(s.state is SlotState.DECODING for s in live)
         # An abortable step (the scheduler says which) waits for an arriving online request a
         # fraction of a step instead of all of it; llama.cpp rolls it back whole from the KV.
@@ -285,7 +300,62 @@ class BatchEngine:
         self.step_slots += len(fed)
         self.prefixes.stepped(fed)
         self._sample(outs)
+        if solo is not None and live[0].state is SlotState.DECODING:
+            assert self.speculation is not None  # a slot has a Speculation only when the engine has one
+            self.speculation.plain_step(solo, time.perf_counter() - t0)
         self.sched.counters.stepped(time.perf_counter())
+
+    def _solo(self, live: list[Slot]) -> Speculation | None:
+        """The Speculation of the slot this step carries alone, when the engine speculates."""
+        if self.speculation is None or (s := self.sched.alone(live)) is None:
+            return None
+        return self.speculation.of(s)
+
+    def _room(self, s: Slot) -> int:
+        """How many guesses a check of `s` may carry: what its reply, its sequence's cells and a
+        step have left."""
+        return min(s.max_new - s.generated, self.slot_ctx - s.n_past - 1, self.n_batch - 1, K_MAX)
+
+    def _check(self, s: Slot, spec: Speculation, guesses: list[int], t0: float) -> None:
+        """A step of `s` alone evaluating its pending token and guesses at the next ones, a logits
+        row each. Its sampler draws row by row, and a guess is kept while the draw equals it, as
+        in the chat decoder (app.engine.speculative): the reply is the model's own. The rejected
+        guesses' rows leave the sequence; the draw that ended the run is the next pending token."""
+        assert s.pending is not None  # alone() gives a decoding slot, which holds its last sample
+        toks = (s.pending, *guesses)
+        spec.checks.append((s.n_past, toks))
+        b = self._llama_batch
+        for i, tok in enumerate(toks):
+            self._put(b, i, tok, s.n_past + i, s.seq, True)
+        b.n_tokens = len(toks)
+        rc = llama_cpp.llama_decode(self.ctx, b)
+        if rc != 0:
+            self._finish(s, error=f"llama_decode failed in a speculative check (code {rc})")
+            return
+        self.steps += 1
+        self.step_slots += 1
+        s.fed.append(s.pending)
+        s.pending, s.n_past = None, s.n_past + 1
+        counters = self.sched.counters
+        kept, done = 0, False
+        for i in range(len(toks)):
+            tok = s.sampler.sample(self.ctx, i)
+            agrees = i < len(guesses) and tok == guesses[i]
+            kept += agrees
+            before = s.generated
+            done = s.accept(tok, time.perf_counter())
+            counters.generated += s.generated - before
+            if done or not agrees:
+                break
+            s.fed.append(tok)  # its KV row is this pass's row i + 1
+            s.pending, s.n_past = None, s.n_past + 1
+        if not self.bctx.cut(s.seq, s.n_past):  # the rejected guesses' rows
+            self._finish(s, error="the rejected guesses could not be removed from the KV cache")
+            return
+        spec.pacer.check(len(guesses), kept, time.perf_counter() - t0 + spec.guess_s)
+        if done:
+            self._finish(s)
+        counters.stepped(time.perf_counter())
 
     def _gather(self, live: list[Slot]) -> tuple[int, list[tuple[Slot, int]], list[tuple[Slot, int]]]:
         """Fill the llama_batch; returns its size, (slot, tokens fed) and (slot, logits row)."""

@@ -358,6 +358,20 @@ class Scheduler(Generic[R, S]):
                 and all(s.state is SlotState.DECODING and not s.req.online for s in live)
                 and any(s is None for s in self.slots))
 
+    def alone(self, live: list[S]) -> S | None:
+        """The slot the step over `live` carries alone, when nothing could share the step: no other
+        busy sequence that decodes and no request waiting for one. Only such a slot speculates
+        (app.batch.speculation): a step that carries other slots' tokens already keeps the cores
+        busy, and a check's extra rows would slow every one of them. Reads the queues without
+        the lock, as online_waiting does: an arrival it misses waits for one check."""
+        if len(live) != 1 or live[0].state is not SlotState.DECODING:
+            return None
+        if self._online or (self._offline and not self.paused):
+            return None
+        if any(s is not None and s is not live[0] and (s.req.online or not self.paused) for s in self.slots):
+            return None
+        return live[0]
+
     def figures(self, now: float) -> dict:
         """BatchProgress's fields but the ceiling's, which need the model's limits."""
         return {**self.counters.figures(now), "queued": len(self._offline) + len(self._online),

@@ -12,9 +12,11 @@ import logging
 from array import array
 
 from app.batch.scheduler import SlotState
+from app.batch.speculation import stats_fields
 from app.batch.types import SlotRequest, SlotResult, SlotStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
+from app.engine.speculative import Speculation
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
 from app.engine.timing import TokenTimer
@@ -61,6 +63,8 @@ class Slot:
         self.logprobs: list = []
         self.lp_counted = 0  # of logprobs, those of counted tokens
         self.lp_sent = 0  # of those, carried by a TextDelta
+        self.spec_mode: str | None = None  # the engine's speculative mode, when it has one
+        self.spec: Speculation | None = None  # made when the slot first decodes alone
 
     def _emit(self, ev) -> None:
         if self.req.on_event is not None:
@@ -116,6 +120,8 @@ class Slot:
             return True
         self.pending = tok
         self.state = SlotState.DECODING
+        if self.spec is not None:
+            self.spec.took(tok)
         return False
 
     def _text(self, delta: str, now: float) -> None:
@@ -154,6 +160,7 @@ class Slot:
             queue_wait_s=self.slot_start - self.queued_at, total_s=now - self.queued_at,
             decode_tok_s=self.timer.wall_rate(self.generated), error=self.error,
             error_kind="generation_failed" if self.error else None, grammar_ms_per_token=self.grammar_ms,
+            **stats_fields(self.spec_mode, self.spec),
         )
         if self.req.on_event is not None:
             self._emit(Finished(text, self.reply_stats(st, now)))
@@ -172,4 +179,10 @@ class Slot:
             total_s=st.total_s or 0.0, kv_used=self.n_past, n_ctx=self.slot_ctx,
             stop_reason=st.stop_reason, prompt_tokens=len(self.prompt),
             wall_decode_tok_s=st.decode_tok_s, error=st.error, grammar_ms_per_token=self.grammar_ms,
+            **stats_fields(self.spec_mode, self.spec), plain_tok_s=self._plain_rate(st.decode_tok_s),
         )
+
+    def _plain_rate(self, rate: float | None) -> float | None:
+        """The decode rate without speculation, from the measured cost of plain alone steps."""
+        speedup = self.spec.pacer.speedup() if self.spec is not None else None
+        return rate / speedup if rate and speedup else None

@@ -23,7 +23,7 @@ import llama_cpp
 
 from app.engine import batch_fill
 from app.engine.control import CancelToken, EventSink, common_prefix
-from app.engine.draft import DraftDrafter, DraftModel, vocab_mismatch
+from app.engine.draft import DraftDrafter, DraftModel, draft_for
 from app.engine.errors import ContextOverflowError, GenerationError
 from app.engine.events import Finished, PrefillStarted, Progress
 from app.engine.loader import LoadedModel
@@ -59,9 +59,7 @@ class Decoder:
         self._plain_s: float | None = None
         self.last_speculation: Speculation | None = None  # the last reply's: bench and tests replay it
         self.draft: DraftModel | None = None  # guesses for speculative="draft"
-        # Speculation rewinds the KV cache after a check, which a recurrent model's cannot.
-        self.can_speculate = not (llama_cpp.llama_model_is_recurrent(self.llm.model)
-                                  or llama_cpp.llama_model_is_hybrid(self.llm.model))
+        self.can_speculate = model.rewinds
 
     # -- tokens -------------------------------------------------------------
     def tokenize(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
@@ -78,14 +76,10 @@ class Decoder:
     def attach_draft(self, draft: LoadedModel | None) -> None:
         """The draft model speculative="draft" guesses with (None: none); refused, with the reason,
         when its vocabulary is not this model's. The decoder owns it from here and frees it."""
-        if draft is not None:
-            why = vocab_mismatch(self.model, draft)
-            if why is not None:
-                draft.close()
-                raise ValueError(f"{draft.header.path.name} cannot draft for this model: {why}")
+        checked = draft_for(self.model, draft) if draft is not None else None
         if self.draft is not None:
             self.draft.close()
-        self.draft = DraftModel(draft) if draft is not None else None
+        self.draft = checked
 
     def close(self) -> None:
         if self._batch is not None:

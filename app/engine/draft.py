@@ -41,6 +41,16 @@ def vocab_mismatch(target: LoadedModel, draft: LoadedModel) -> str | None:
     return None
 
 
+def draft_for(target: LoadedModel, draft: LoadedModel) -> DraftModel:
+    """`draft` ready to guess for `target`; refused with a ValueError saying why (and closed)
+    when its vocabulary is not the target's. The chat decoder and the server take drafts so."""
+    why = vocab_mismatch(target, draft)
+    if why is not None:
+        draft.close()
+        raise ValueError(f"{draft.header.path.name} cannot draft for this model: {why}")
+    return DraftModel(draft)
+
+
 class DraftModel:
     """The draft's weights and context, kept across replies like the target's."""
 

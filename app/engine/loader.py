@@ -110,6 +110,13 @@ class LoadedModel:
     options: LoadOptions
     report: LoadReport
 
+    @property
+    def rewinds(self) -> bool:
+        """Whether a sequence's last positions can be dropped from its KV cache, as speculation
+        drops the guesses a check rejected; a recurrent or hybrid model's state cannot go back."""
+        m = self.llm.model
+        return not (llama_cpp.llama_model_is_recurrent(m) or llama_cpp.llama_model_is_hybrid(m))
+
     def close(self) -> None:
         self.llm.close()
 

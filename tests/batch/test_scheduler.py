@@ -529,3 +529,25 @@ def test_a_stop_that_arrives_as_its_request_ends_is_not_kept_for_good():
     assert h.turn()
     live, cancelled = h.sched.step_slots()
     assert [s.req.custom_id for s in live] == ["chat-1"] and cancelled == []
+
+
+# -- speculation ------------------------------------------------------------------
+def test_a_slot_decodes_alone_only_while_no_other_slot_decodes_and_no_request_waits():
+    h = Host(n_slots=3, online_first=True)
+    (o0,) = _running(h, online=1, offline=0)
+    assert h.sched.alone([o0]) is None  # still prefilling: nothing to check guesses with
+    _decoding([o0])
+    assert h.sched.alone([o0]) is o0
+    h.sched.submit_online(Req("o1"))
+    assert h.sched.alone([o0]) is None  # a request waits: this step would keep it waiting
+    assert h.turn()
+    o1 = h.sched.slots[1]
+    assert h.sched.alone([o0]) is None and h.sched.alone([o0, o1]) is None  # shared, or about to be
+    h.finish(o1)
+    h.sched.submit_many(batch("b0"))
+    assert h.turn()
+    assert h.sched.alone([o0]) is None  # a batch request decodes beside it
+    h.sched.pause()
+    assert h.sched.alone([o0]) is o0  # paused, it holds its sequence but shares no step
+    h.sched.submit_many(batch("b1"))
+    assert h.sched.alone([o0]) is o0  # queued batch work waits for the resume either way
