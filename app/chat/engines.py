@@ -21,6 +21,7 @@ from app.engine.loader import LoadedModel, LoadOptions
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
+from app.openai_compat.tools import ToolCalls
 from app.remote.endpoint import Endpoint
 
 
@@ -66,9 +67,13 @@ class ReplyEngine(Protocol):
         """What a saved conversation records as the model (never an API key)."""
         ...
 
-    def reply(self, history: list[PromptMessage], user_text: str, settings: GenerationSettings | None = None,
-              system: str | None = None, on_event: EventSink | None = None,
-              cancel: CancelToken | None = None) -> Reply: ...
+    def reply(self, history: list[PromptMessage], user_text: str | None,
+              settings: GenerationSettings | None = None, system: str | None = None,
+              on_event: EventSink | None = None, cancel: CancelToken | None = None,
+              tools: ToolCalls | None = None) -> Reply:
+        """`user_text` None continues after the history's last message (a tool's result); with
+        `tools` the reply may be calls (Reply.tool_calls) instead of text."""
+        ...
 
     def reset(self) -> None:
         """Forget what is kept between turns (a local KV cache); a server keeps its own."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.chat.budget import fit_history
 from app.chat.reply import Reply
+from app.chat.tool_messages import local_turn, needs_writing, read_reply
 from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadedModel, LoadOptions, load_model
@@ -23,6 +24,7 @@ from app.engine.prompt import PromptMessage, chat_format, reply_stops
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import limits_for
+from app.openai_compat.tools import ToolCalls
 
 # Two first messages that share no first character: what their prompts share is the chat's own.
 _PROBES = ("a", "b")
@@ -106,17 +108,24 @@ class LocalChatEngine:
     def reply(
         self,
         history: list[PromptMessage],
-        user_text: str,
+        user_text: str | None,
         settings: GenerationSettings | None = None,
         system: str | None = None,
         on_event: EventSink | None = None,
         cancel: CancelToken | None = None,
+        tools: ToolCalls | None = None,
     ) -> Reply:
-        """Answer `user_text` after `history` (user/assistant turns, oldest first).
+        """Answer `user_text` after `history` (oldest first; None: continue after the history's
+        last message, a tool's result). With `tools` the reply may call them: described in the
+        system prompt and held by the grammar to the tool format, as LlamaDesk's server does.
 
         `settings.preamble` False sends the bare transcript (a template model has none anyway)."""
         settings = settings or GenerationSettings()
         settings.validate()
+        if needs_writing(history, user_text, tools):
+            turn = local_turn(history, user_text, system, settings, tools)
+            history, user_text, system, settings = turn.history, turn.user_text, turn.system, turn.settings
+        assert user_text is not None
         preamble = settings.preamble
         # Before the fit: a template format keeps its stop strings from the last render.
         shared = self.shared_prefix(system, preamble) if self.decoder.prompt_cache else None
@@ -129,7 +138,7 @@ class LocalChatEngine:
         done.stats.dropped_tokens = fit.dropped_tokens
         if self.limits is not None and done.stats.kv_used:
             done.stats.bw_utilization = self.limits.at(done.stats.kv_used, done.stats.decode_tok_s)[1]
-        return Reply(done.text, done.stats, fit.dropped)
+        return read_reply(Reply(done.text, done.stats, fit.dropped), tools)
 
     def close(self) -> None:
         self.decoder.close()

@@ -26,12 +26,13 @@ from app.chat.reply import Reply
 from app.chat.reply_format import reply_kind
 from app.engine.control import CancelToken, EventSink
 from app.engine.events import Event, TextDelta
-from app.engine.prompt import PromptMessage
+from app.engine.prompt import PromptMessage, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.history.errors import StoreError
 from app.history.records import COMPLETE, INTERRUPTED
 from app.history.store import Store
+from app.openai_compat.tools import ToolCalls
 
 log = logging.getLogger("llamadesk.recorder")
 
@@ -45,7 +46,7 @@ class Turn:
     """The store rows of one turn while it is recorded."""
 
     conversation_id: int
-    user_message_id: int
+    user_message_id: int | None  # None: a reply that continues after tool results
     reply_message_id: int
     history_ids: Sequence[int | None]  # the store id of each history message sent with the turn
     created: bool  # the conversation was created by this turn
@@ -92,17 +93,31 @@ class TurnRecorder:
 
     def begin(self, conv_id: int | None, user_text: str, system: str | None,
               settings: GenerationSettings, history_ids: Sequence[int | None] = (),
-              reply_format: dict | None = None) -> Turn | None:
+              reply_format: dict | None = None, tools: dict | None = None) -> Turn | None:
         """Save the question and an empty reply row ("generating") before generation starts; the
         row is marked JSON when the settings hold the reply to JSON. `reply_format` (the window's
-        ReplyFormat.to_json) is saved with the conversation; None leaves the stored one."""
+        ReplyFormat.to_json) and `tools` (ToolSet.to_json) are saved with the conversation; None
+        leaves the stored one."""
         def save() -> Turn:  # one transaction: a failure leaves no conversation without its question
             fields = self._conversation_fields(system, settings)
             cid, user_id, reply_id = self.store.begin_turn(conv_id, user_text, **fields,
                                                            reply_format=reply_format,
-                                                           reply_as=reply_kind(settings.constraint))
+                                                           reply_as=reply_kind(settings.constraint),
+                                                           tools=tools)
             return Turn(cid, user_id, reply_id, list(history_ids), conv_id is None)
         return self._guard("save the question", save)
+
+    def begin_continuation(self, conv_id: int, history_ids: Sequence[int | None]) -> Turn | None:
+        """An empty reply row for the model's answer after tool results (no question of its own)."""
+        return self._guard("save the reply", lambda: Turn(conv_id, None, self.store.begin_reply(conv_id),
+                                                          list(history_ids), False))
+
+    def tool_result(self, conv_id: int | None, call: ToolCall, result: str) -> int | None:
+        """A call's result, as a tool message after the reply that made the call."""
+        if conv_id is None:
+            return None
+        return self._guard("save the tool's result", lambda: self.store.add_message(
+            conv_id, "tool", result, tool_call_id=call.id, tool_name=call.name))
 
     def progress(self, turn: Turn | None, text: str) -> None:
         if turn is None:
@@ -123,13 +138,15 @@ class TurnRecorder:
             return None
         turn.reply = reply
         state = reply_state(reply.stats)
-        if not reply.text and (state == INTERRUPTED or reply.stats.stop_reason == "cancelled"):
+        shown = reply.text or reply.tool_calls
+        if not shown and (state == INTERRUPTED or reply.stats.stop_reason == "cancelled"):
             self.abandon(turn, "")  # stopped or failed before any text: nothing was shown
             return None
         ooc = [turn.history_ids[i] for i in reply.dropped
                if i < len(turn.history_ids) and turn.history_ids[i] is not None]
         self._guard("save the reply", lambda: self.store.finish_reply(
-            turn.reply_message_id, reply.text, reply.stats, state=state, out_of_context=ooc))
+            turn.reply_message_id, reply.text, reply.stats, state=state, out_of_context=ooc,
+            tool_calls=reply.tool_calls))
         turn.state = state
         return state
 
@@ -154,7 +171,7 @@ class TurnRecorder:
                 self.store.discard_conversation(turn.conversation_id)
                 return
             self.store.delete_message(turn.reply_message_id)
-            if not keep_question:
+            if not keep_question and turn.user_message_id is not None:
                 self.store.delete_message(turn.user_message_id)
         self._guard("remove the reply", rollback)
         return False
@@ -163,6 +180,10 @@ class TurnRecorder:
         """The format chosen between turns, saved at once (the next turn would save it too late for
         a conversation reopened before it)."""
         self._guard("save the reply format", lambda: self.store.set_reply_format(conv_id, reply_format))
+
+    def save_tools(self, conv_id: int, tools: dict | None) -> None:
+        """The tools chosen between turns, saved at once, as the reply format is."""
+        self._guard("save the tools", lambda: self.store.set_tools(conv_id, tools))
 
     def remove(self, message_ids: Sequence[int | None]) -> None:
         """Messages taken back by regenerate or edit."""
@@ -218,13 +239,16 @@ class ReplySaver:
         self._thread.join()
 
 
-def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None, user_text: str,
+def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None, user_text: str | None,
                 settings: GenerationSettings, system: str | None = None,
                 on_event: EventSink | None = None, cancel: CancelToken | None = None,
-                save_every_s: float = SAVE_EVERY_S) -> Turn:
+                save_every_s: float = SAVE_EVERY_S, tools: ToolCalls | None = None,
+                tool_set: dict | None = None) -> Turn:
     """Answer `user_text` in conversation `conv_id` (None: start a new one) and record it.
 
-    `system` None keeps the conversation's system prompt; a new one replaces it.
+    `system` None keeps the conversation's system prompt; a new one replaces it. `user_text`
+    None continues conversation `conv_id` after its tool results. `tools` are what the reply
+    may call; `tool_set` (ToolSet.to_json) is saved with the conversation.
     An exception after some text keeps that text (interrupted) and propagates.
     """
     store = recorder.store
@@ -235,7 +259,12 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
         system = conv.system_prompt if system is None else system
         history, ids = conv.history()
     recorder.model = engine.identity()
-    turn = recorder.begin(conv_id, user_text, system, settings, ids)
+    if user_text is None:
+        if conv_id is None:
+            raise ValueError("a reply after tool results continues a conversation")
+        turn = recorder.begin_continuation(conv_id, ids)
+    else:
+        turn = recorder.begin(conv_id, user_text, system, settings, ids, tools=tool_set)
     saver = ReplySaver(recorder, turn, save_every_s)
 
     def sink(ev: Event) -> None:
@@ -245,7 +274,7 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
 
     try:
         with saver:
-            reply = engine.reply(history, user_text, settings, system, sink, cancel)
+            reply = engine.reply(history, user_text, settings, system, sink, cancel, tools)
     except BaseException:
         recorder.abandon(turn, saver.text)
         raise

@@ -12,14 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.chat.reply import PROMPT_FORMATS, Reply
+from app.chat.tool_messages import local_turn, needs_writing, read_reply, tools_body, wire_conversation
 from app.engine.control import CancelToken, EventSink
-from app.engine.prompt import PromptMessage, TranscriptFormat
+from app.engine.prompt import PromptMessage, ToolCall, TranscriptFormat
 from app.engine.sampling import GenerationSettings
+from app.openai_compat.tools import ToolCalls
 from app.remote import http as remote_http
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError
 from app.remote.server import ServerInfo, probe
-from app.remote.stream import request_for, stream_reply
+from app.remote.stream import chat_body, request_for, stream_reply
+from app.remote.tool_deltas import ToolCallDeltas
 
 
 @dataclass
@@ -88,21 +91,37 @@ class RemoteChatEngine:
                 "parameters": None, "size": None,
                 "remote": {"server": self.info.kind, "base_url": self.endpoint.base_url}}
 
-    def messages(self, history: list[PromptMessage], user_text: str, system: str | None) -> list[dict]:
-        head = [{"role": "system", "content": system}] if system and system.strip() else []
-        return [*head, *({"role": m.role, "content": m.content} for m in history),
-                {"role": "user", "content": user_text}]
+    def messages(self, history: list[PromptMessage], user_text: str | None, system: str | None) -> list[dict]:
+        return wire_conversation(history, user_text, system)
 
-    def reply(self, history: list[PromptMessage], user_text: str, settings: GenerationSettings | None = None,
-              system: str | None = None, on_event: EventSink | None = None,
-              cancel: CancelToken | None = None) -> Reply:
+    def reply(self, history: list[PromptMessage], user_text: str | None,
+              settings: GenerationSettings | None = None, system: str | None = None,
+              on_event: EventSink | None = None, cancel: CancelToken | None = None,
+              tools: ToolCalls | None = None) -> Reply:
+        """The chat endpoint takes tool calls and results as OpenAI writes them, and the tools in
+        the request; the transcript gets them written out as the local model does, held to the
+        tool format by a JSON schema the server enforces."""
         settings = settings or GenerationSettings()
         settings.validate()
-        msgs = [PromptMessage(d["role"], d["content"]) for d in self.messages(history, user_text, system)]
-        path, body = request_for(self.info.kind, self.remote_model.id, msgs, settings, self.format)
-        text, stats = stream_reply(self.http, self.endpoint, self.info, path, body, on_event, cancel,
-                                   self.on_notice)
-        return Reply(text.strip() if self.format else text, stats)
+        if self.format is not None:
+            if needs_writing(history, user_text, tools):
+                t = local_turn(history, user_text, system, settings, tools)
+                history, user_text, system, settings = t.history, t.user_text, t.system, t.settings
+            msgs = [*([PromptMessage("system", system)] if system and system.strip() else []), *history,
+                    PromptMessage("user", user_text or "")]
+            path, body = request_for(self.info.kind, self.remote_model.id, msgs, settings, self.format)
+            text, stats = stream_reply(self.http, self.endpoint, self.info, path, body, on_event, cancel,
+                                       self.on_notice)
+            return read_reply(Reply(text.strip(), stats), tools)
+        body = chat_body(self.info.kind, self.remote_model.id, self.messages(history, user_text, system),
+                         settings)
+        calls = ToolCallDeltas() if tools is not None else None
+        if tools is not None:
+            body.update(tools_body(tools))
+        text, stats = stream_reply(self.http, self.endpoint, self.info, "/chat/completions", body, on_event,
+                                   cancel, self.on_notice, calls)
+        made = tuple(ToolCall(*c) for c in calls.calls()) if calls is not None else ()
+        return Reply(text, stats, tool_calls=made)
 
     def close(self) -> None:
         self.http.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.engine.prompt import ToolCall
 from app.engine.stats import ReplyStats
 
 # How a turn reaches a remote server: "chat" sends messages to /chat/completions and lets the
@@ -22,3 +23,4 @@ class Reply:
     text: str
     stats: ReplyStats
     dropped: list[int] = field(default_factory=list)  # history indices left out of context
+    tool_calls: tuple[ToolCall, ...] = ()  # the calls it made (its text is then often empty)

@@ -5,7 +5,12 @@ The exchange is recorded in the same history as the window's (unless
 model exactly the prompt the window would and a crash mid-reply leaves the
 partial reply behind, marked interrupted. A continued conversation keeps the
 reply format the window chose for it (its replies stay JSON to its schema)
-unless --schema, --json-object or --grammar ask for another.
+unless --schema, --json-object or --grammar ask for another; likewise its
+tools, unless --tools or --builtin-tools give others. With tools the reply may
+be tool calls, printed as what they are (the tool, its arguments); built-in
+tools run here and the model is asked again with their results
+(app.chat.tool_loop), and a declared tool's result is given back with
+`--continue ID --tool-result TEXT`.
 """
 
 from __future__ import annotations
@@ -14,13 +19,15 @@ import argparse
 import json
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.chat.engines import open_engine
 from app.chat.recorder import TurnRecorder, record_turn
 from app.chat.reply import Reply
 from app.chat.reply_format import ReplyFormat, ReplyFormatError
+from app.chat.tool_loop import Result, follow
+from app.chat.tool_set import CHOICES, ToolSet, ToolSetError, declared_tools, make_tool_set, read_tools_text
 from app.commands.common import (
     add_endpoint_args,
     add_model_args,
@@ -34,6 +41,8 @@ from app.engine.control import CancelToken
 from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
 from app.engine.grammar import Constraint, compile_grammar
+from app.engine.prompt import PromptMessage, ToolCall
+from app.history.export.tool_parts import pretty_arguments
 from app.history.store import Store
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
@@ -50,6 +59,22 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--continue", dest="continue_id", type=int, default=None, metavar="ID",
                    help="continue conversation ID (see `llamadesk list`) with its history and system prompt")
     p.add_argument("--no-save", action="store_true", help="do not record this exchange in the history")
+    t = p.add_argument_group(
+        "tools (the reply may call them; calls are printed as the tool and its arguments, and with "
+        "--json listed in tool_calls)")
+    t.add_argument("--tools", metavar="FILE|JSON",
+                   help="tools you declare: OpenAI function definitions, a file or the JSON itself. The "
+                        "model's calls of them are printed; give a call's result back with --continue ID "
+                        "--tool-result TEXT")
+    t.add_argument("--builtin-tools", action="store_true",
+                   help="let the model call LlamaDesk's own tools, calculator and current_time: they run "
+                        "here, and the model is asked again with their results until it answers in text")
+    t.add_argument("--tool-choice", default=None, metavar="auto|required|none|NAME",
+                   help="auto (the model decides; default), required (its first reply must be a call), "
+                        "none (no calls), or one tool's name (call that tool)")
+    t.add_argument("--tool-result", metavar="TEXT",
+                   help="with --continue: the result of the conversation's waiting tool call (PROMPT is "
+                        "then ignored, give '-'), and the model answers from it")
     g = p.add_argument_group("reply format (the reply is held to it while it is decoded)")
     fmt = g.add_mutually_exclusive_group()
     fmt.add_argument("--schema", metavar="FILE|JSON", help="a JSON schema the reply must be valid against: "
@@ -141,8 +166,39 @@ def _read(path: str, flag: str) -> str:
         raise ValueError(f"{flag} {path}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
 
 
+def tool_set_of(args: argparse.Namespace, stored: dict | None) -> ToolSet:
+    """--tools, --builtin-tools and --tool-choice as a ToolSet; without them a continued
+    conversation's own tools (a stored set that cannot be used is said, and none are used)."""
+    if args.tools is None and not args.builtin_tools:
+        try:
+            kept = ToolSet.from_json(stored)
+        except ToolSetError as e:
+            note(f"the conversation's tools cannot be used ({e}); the reply is text")
+            kept = ToolSet()
+        if args.tool_choice is not None and kept.builtin + kept.declared:
+            return _checked(kept.builtin, kept.declared, args.tool_choice)
+        if args.tool_choice is not None:
+            raise ValueError("--tool-choice needs tools: --tools FILE|JSON or --builtin-tools")
+        return kept
+    declared = declared_tools(read_tools_text(args.tools)) if args.tools is not None else ()
+    builtin = ("calculator", "current_time") if args.builtin_tools else ()
+    return _checked(builtin, declared, args.tool_choice or "auto")
+
+
+def _checked(builtin, declared, choice: str) -> ToolSet:
+    try:
+        return make_tool_set(builtin, declared, choice)
+    except ToolSetError as e:
+        raise ValueError(f"--tool-choice/--tools: {e}") from None
+
+
 def run(args: argparse.Namespace) -> int:
-    if not args.prompt.strip():
+    if args.tool_result is not None and (args.continue_id is None or args.no_save):
+        raise ValueError("--tool-result records a waiting call's result in its conversation: use it "
+                         "with --continue ID, without --no-save")
+    if args.tool_choice is not None and args.tool_choice not in CHOICES and not args.tool_choice.strip():
+        raise ValueError("--tool-choice is empty")
+    if args.tool_result is None and not args.prompt.strip():
         raise ValueError("the prompt is empty")
     spec = args.speculative or ("draft" if args.draft_model else "off")
     if spec == "draft" and not args.draft_model:
@@ -167,14 +223,32 @@ def run(args: argparse.Namespace) -> int:
             store.close()
 
 
+def _waiting_call(conv) -> ToolCall:
+    """The conversation's last reply's first call that has no result yet."""
+    answered = {m.tool_call_id for m in conv.messages if m.role == "tool"}
+    last = next((m for m in reversed(conv.messages) if m.role == "assistant"), None)
+    waiting = [c for c in (last.tool_calls if last else ()) if c.id not in answered]
+    if not waiting:
+        raise ValueError(f"conversation {conv.id} has no tool call waiting for a result")
+    return waiting[0]
+
+
 def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endpoint | None) -> int:
-    history, system = [], args.system
+    history, system, stored_tools = [], args.system, None
+    waiting: ToolCall | None = None
     if args.continue_id is not None:
         conv = store.get_conversation(args.continue_id)  # fails early for a wrong id
         history = conv.history()[0]
         system = conv.system_prompt if system is None else system
-        if settings.constraint is None:
-            settings = replace(settings, constraint=_stored_constraint(conv.reply_format))
+        stored_tools = conv.tools
+        if args.tool_result is not None:
+            waiting = _waiting_call(conv)
+    tools = tool_set_of(args, stored_tools)
+    if args.continue_id is not None and settings.constraint is None and not tools.active:
+        settings = replace(settings, constraint=_stored_constraint(conv.reply_format))
+    if tools.active and settings.constraint is not None:
+        raise ValueError("tools hold the reply to the tool format: give --schema, --json-object or "
+                         "--grammar without tools")
     target = engine_target(args, endpoint)
     if args.draft_model:
         target = replace(target, draft_model=args.draft_model)
@@ -189,37 +263,38 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
             note(engine.notice)
         for line in engine.notes:
             note(line)
-        streaming = not (args.no_stream or args.json)
+        # A reply with tools is JSON of the tool format until it is read: printed once it is whole.
+        streaming = not (args.no_stream or args.json or tools.active)
 
         def on_event(ev):
             if streaming and isinstance(ev, TextDelta):
                 sys.stdout.write(ev.text)
                 sys.stdout.flush()
 
-        conv_id = None
-        if args.no_save:
-            reply: Reply = generate_interruptibly(
-                lambda cancel: engine.reply(history, args.prompt, settings, system, on_event, cancel))
-        else:
-            turn = generate_interruptibly(
-                lambda cancel: record_turn(TurnRecorder(store), engine, args.continue_id, args.prompt,
-                                           settings, args.system, on_event, cancel))
-            reply = turn.reply
-            conv_id = turn.conversation_id if turn.state else None
+        done = _answer(args, engine, store, history, system, settings, tools, on_event, waiting)
+        replies, results, left, conv_id = done.replies, done.results, done.waiting, done.conversation
+        reply = replies[-1]
         if args.json:
-            json.dump({"text": reply.text, "model": report.model_path, "runs_on": report.runs_on,
-                       "stats": reply.stats.to_json(),
-                       "conversation": conv_id},
-                      sys.stdout, ensure_ascii=False)
+            out = {"text": reply.text, "model": report.model_path, "runs_on": report.runs_on,
+                   "stats": reply.stats.to_json(), "conversation": conv_id}
+            if tools.active or len(replies) > 1 or any(r.tool_calls for r in replies):
+                out["tool_calls"] = _calls_json(replies, results)
+                out["waiting_for"] = [c.name for c in left]
+                out["rounds"] = [{"text": r.text, "tool_calls": [c.id for c in r.tool_calls],
+                                  "stats": r.stats.to_json()} for r in replies]
+            json.dump(out, sys.stdout, ensure_ascii=False)
             sys.stdout.write("\n")
         else:
             if not streaming:
-                sys.stdout.write(reply.text)
+                _print_replies(replies, results)
             sys.stdout.write("\n")
             sys.stdout.flush()
             print(reply.stats.summary(), file=sys.stderr)
             if conv_id is not None:
                 note(f"saved as conversation {conv_id} (continue it with --continue {conv_id})")
+            for c in left:
+                note(f"the model called {c.name}, a tool you declared: give its result with "
+                     f"--continue {conv_id if conv_id is not None else 'ID'} --tool-result TEXT")
         if reply.stats.error is not None:
             # The text so far was shown and is kept (interrupted); the failure is one line.
             if endpoint is not None:
@@ -228,3 +303,77 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
         return 0
     finally:
         engine.close()
+
+
+@dataclass
+class _Answered:
+    replies: list[Reply]  # one, or more after built-in tools' results
+    results: list[Result]  # the results the model was given
+    waiting: list[ToolCall]  # calls of declared tools, left for the user to answer
+    conversation: int | None  # where it was saved (None: not saved)
+
+
+def _answer(args, engine, store: Store | None, history: list[PromptMessage], system, settings,
+            tools: ToolSet, on_event, waiting: ToolCall | None) -> _Answered:
+    """The turn, recorded as the window records one (or, with --no-save, kept in memory)."""
+    results: list[Result] = []
+    first_round = 1 if waiting is not None else 0  # after a result the model may answer in text
+    convo = list(history)
+    recorder = TurnRecorder(store) if not args.no_save else None
+    saved: list[int | None] = [args.continue_id]
+
+    def ask(user_text: str | None, calls) -> Reply:
+        if recorder is None:
+            r = generate_interruptibly(lambda cancel: engine.reply(convo, user_text, settings, system,
+                                                                   on_event, cancel, calls))
+            convo.extend([PromptMessage("user", user_text)] if user_text is not None else [])
+            convo.append(PromptMessage("assistant", r.text, r.tool_calls))
+            return r
+        turn = generate_interruptibly(
+            lambda cancel: record_turn(recorder, engine, saved[0], user_text, settings, args.system,
+                                       on_event, cancel, tools=calls, tool_set=tools.to_json()))
+        if turn.state:
+            saved[0] = turn.conversation_id
+        return turn.reply
+
+    def result(call: ToolCall, text: str) -> None:
+        results.append((call, text))
+        if recorder is None:
+            convo.append(PromptMessage("tool", text, tool_call_id=call.id, name=call.name))
+        else:
+            recorder.tool_result(saved[0], call, text)
+
+    if waiting is not None:
+        result(waiting, args.tool_result)
+    first = ask(args.prompt if waiting is None else None, tools.calls(first_round))
+    replies, left = follow(first, tools, lambda _done, calls: ask(None, calls), on_result=result)
+    return _Answered(replies, results, left, saved[0] if recorder is not None else None)
+
+
+def _calls_json(replies: list[Reply], results: list[Result]) -> list[dict]:
+    """Every call of the turn with its arguments (parsed when they are JSON) and its result."""
+    got = {c.id: text for c, text in results}
+    out = []
+    for r in replies:
+        for c in r.tool_calls:
+            try:
+                args = json.loads(c.arguments)
+            except ValueError:
+                args = c.arguments
+            out.append({"id": c.id, "name": c.name, "arguments": args, "result": got.get(c.id)})
+    return out
+
+
+def _print_replies(replies: list[Reply], results: list[Result]) -> None:
+    """The turn as it happened: each call as the tool's name and its arguments, each result
+    under the tool's name, and the text the model wrote."""
+    got = {c.id: text for c, text in results}
+    for r in replies:
+        if r.text:
+            sys.stdout.write(r.text + ("\n" if r.tool_calls else ""))
+        for c in r.tool_calls:
+            sys.stdout.write(f"→ tool call: {c.name}\n")
+            sys.stdout.write("".join(f"    {line}\n" for line in pretty_arguments(c.arguments).splitlines()))
+            if c.id in got:
+                sys.stdout.write(f"← {c.name} returned:\n")
+                sys.stdout.write("".join(f"    {line}\n" for line in got[c.id].splitlines()))

@@ -28,6 +28,7 @@ from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError, RemoteError
 from app.remote.http import MALFORMED, Notice, open_stream, parse_data, transport_reason
 from app.remote.server import LLAMA_CPP_KINDS, VLLM, ServerInfo
+from app.remote.tool_deltas import ToolCallDeltas
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _FINISH = {"stop": "stop", "length": "length", "eos": "stop", "tool_calls": "stop", "content_filter": "stop"}
@@ -175,8 +176,9 @@ class _Stopper:
 
 def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, body: dict,
                  on_event: EventSink | None = None, cancel=None,
-                 notice: Notice | None = None) -> tuple[str, ReplyStats]:
-    """POST `body` to `path` (/chat/completions or /completions) and follow its stream."""
+                 notice: Notice | None = None, calls: ToolCallDeltas | None = None) -> tuple[str, ReplyStats]:
+    """POST `body` to `path` (/chat/completions or /completions) and follow its stream; `calls`
+    collects the reply's streamed tool calls (a request that gave the server tools)."""
     emit = on_event or (lambda ev: None)
     t0 = time.perf_counter()
     shown = _Text(notice)
@@ -201,6 +203,12 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
                 timings = chunk.get("timings") or timings
                 for choice in _choices(chunk, ep):
                     piece = shown.clean(_piece(choice, ep))
+                    bad = calls.feed(choice.get("delta")) if calls is not None else None
+                    if bad is not None:
+                        raise RemoteError(ep.base_url, f"{MALFORMED} ({bad})")
+                    if calls is not None and t_first is None and calls.calls():
+                        t_first = time.perf_counter()  # a reply of calls alone has its first token here
+                        emit(FirstToken(t_first - t0))
                     if piece:
                         now = time.perf_counter()
                         if t_first is None:

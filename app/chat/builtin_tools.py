@@ -1,0 +1,155 @@
+"""LlamaDesk's own tools, run on this machine when a model calls them: a calculator and a clock.
+
+Two, because they answer what a small model gets wrong by itself (arithmetic,
+today's date) and neither can harm anything: the calculator reads the
+expression with `ast` and evaluates only numbers, the four operations, powers
+and a few math functions (no names, attributes or calls beyond those, never
+eval), with bounds on the sizes a power or a factorial may reach, so
+"9**9**9" is refused instead of freezing the machine. What a tool cannot do is
+its result ("error: ..."), which the model reads and can answer from, as
+OpenAI's tools report failures; a run never raises.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+from collections.abc import Callable
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from app.engine.prompt import ToolCall
+
+CALCULATOR, CLOCK = "calculator", "current_time"
+MAX_EXPRESSION = 500  # characters
+MAX_POWER = 10_000  # the largest exponent of an integer power
+MAX_MAGNITUDE = 1e300  # past this a result is said to be too large
+
+DEFINITIONS: dict[str, dict] = {
+    CALCULATOR: {"type": "function", "function": {
+        "name": CALCULATOR,
+        "description": "Evaluate an arithmetic expression exactly: + - * / // % **, parentheses, and "
+                       "sqrt, sin, cos, tan, log, log10, exp, abs, round, floor, ceil, pi, e.",
+        "parameters": {"type": "object", "additionalProperties": False, "required": ["expression"],
+                       "properties": {"expression": {"type": "string", "description": "e.g. (17 * 23) / 4"}}},
+    }},
+    CLOCK: {"type": "function", "function": {
+        "name": CLOCK,
+        "description": "The current date, time and weekday, in a time zone (an IANA name such as "
+                       "Europe/Paris; UTC when none is given).",
+        "parameters": {"type": "object", "additionalProperties": False,
+                       "properties": {"timezone": {"type": "string", "description": "e.g. Asia/Tokyo"}}},
+    }},
+}
+NAMES = tuple(DEFINITIONS)
+
+_BINARY: dict[type, Callable] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                                 ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv,
+                                 ast.Mod: operator.mod, ast.Pow: operator.pow}
+_UNARY: dict[type, Callable] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCTIONS: dict[str, Callable] = {"sqrt": math.sqrt, "sin": math.sin, "cos": math.cos, "tan": math.tan,
+                                   "log": math.log, "log10": math.log10, "exp": math.exp, "abs": abs,
+                                   "round": round, "floor": math.floor, "ceil": math.ceil}
+_CONSTANTS = {"pi": math.pi, "e": math.e}
+
+
+class _Refused(ValueError):
+    pass
+
+
+def calculate(expression: str) -> int | float:
+    """The value of `expression`; _Refused (a ValueError) saying what cannot be evaluated."""
+    text = expression.strip().replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/")
+    if not text:
+        raise _Refused("the expression is empty")
+    if len(text) > MAX_EXPRESSION:
+        raise _Refused(f"the expression is longer than {MAX_EXPRESSION} characters")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        raise _Refused(f"{expression!r} is not an arithmetic expression") from None
+    try:
+        return _value(tree.body)
+    except ZeroDivisionError:
+        raise _Refused("division by zero") from None
+    except OverflowError:
+        raise _Refused("the result is too large") from None
+    except (TypeError, ValueError) as e:
+        if isinstance(e, _Refused):
+            raise
+        raise _Refused(f"cannot evaluate it ({e})") from None
+
+
+def _value(node: ast.AST) -> int | float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
+            and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+        return _CONSTANTS[node.id]
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_value(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _value(node.left), _value(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > MAX_POWER:
+            raise _Refused(f"an exponent above {MAX_POWER} is not evaluated")
+        return _bounded(_BINARY[type(node.op)](left, right))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
+            and not node.keywords and 1 <= len(node.args) <= 2):
+        return _bounded(_FUNCTIONS[node.func.id](*(_value(a) for a in node.args)))
+    what = ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__
+    raise _Refused(f"{what!r} is not a number, an operation or one of the functions "
+                   f"({', '.join(_FUNCTIONS)})")
+
+
+def _bounded(v):
+    if isinstance(v, complex):
+        raise _Refused("the result is not a real number")
+    if abs(v) > MAX_MAGNITUDE:
+        raise _Refused("the result is too large")
+    return v
+
+
+def _shown(v: int | float) -> str:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
+        return str(int(v))
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _calculator(args: dict) -> str:
+    expr = args.get("expression")
+    if not isinstance(expr, str):
+        return 'error: give the expression as text, e.g. {"expression": "2 + 2"}'
+    try:
+        return _shown(calculate(expr))
+    except ValueError as e:
+        return f"error: {e}"
+
+
+def _clock(args: dict, now: datetime | None = None) -> str:
+    name = args.get("timezone") or "UTC"
+    if not isinstance(name, str):
+        return "error: the time zone must be a name such as Europe/Paris"
+    try:
+        zone = UTC if name.upper() == "UTC" else ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"error: {name!r} is not a time zone this machine knows (try an IANA name like Europe/Paris)"
+    t = (now or datetime.now(UTC)).astimezone(zone)
+    return json.dumps({"date": t.date().isoformat(), "time": t.strftime("%H:%M:%S"),
+                       "weekday": t.strftime("%A"), "timezone": name, "utc_offset": t.strftime("%z")})
+
+
+def run(call: ToolCall) -> str:
+    """The result of a built-in tool's call, as text for the model; never raises."""
+    try:
+        args = json.loads(call.arguments or "{}")
+    except (ValueError, RecursionError):
+        return "error: the arguments are not JSON"
+    if not isinstance(args, dict):
+        return "error: the arguments must be a JSON object"
+    if call.name == CALCULATOR:
+        return _calculator(args)
+    if call.name == CLOCK:
+        return _clock(args)
+    return f"error: {call.name!r} is not a built-in tool"

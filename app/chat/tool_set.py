@@ -1,0 +1,147 @@
+"""A conversation's tools: which of LlamaDesk's own it may call, the ones the user declared, and how.
+
+Like the reply format (app.chat.reply_format) it belongs to the conversation
+and is stored with it (app.history: `tools`), so reopening a chat, or `ask
+--continue`, keeps its tools. Declared tools are OpenAI function definitions,
+as a user writes them for OpenAI's playground; they are checked when given, by
+the same parser the server checks a request's `tools` with
+(app.openai_compat.tools), so a definition that would fail a turn is refused
+then, in one line. A turn gets its ToolCalls from here: the first reply of a
+turn honours the choice ("required" forces a call), the replies after tool
+results may answer in text, and the last one the loop allows must (no tools),
+so a model that keeps calling still ends in an answer. One call a reply: a
+small model allowed several repeats its first call until max_tokens cuts the
+reply, where one at a time, each with its result, it goes on to answer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.chat import builtin_tools
+from app.errors import LlamaDeskError
+from app.openai_compat.errors import RequestError
+from app.openai_compat.tools import ToolCalls, parse_tools
+
+CHOICES = ("auto", "required", "none")  # or one tool's name
+MAX_ROUNDS = 4  # replies in one turn: the first, and up to three after tool results
+TOOLS_FILE_MAX = 1 << 20
+
+
+class ToolSetError(LlamaDeskError):
+    """Tools that cannot be used, said in one line; the tools in use stay as they were."""
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    builtin: tuple[str, ...] = ()  # builtin_tools.NAMES enabled
+    declared: tuple[dict, ...] = ()  # {"type": "function", "function": {...}} the user gave
+    choice: str = "auto"
+
+    @property
+    def active(self) -> bool:
+        return bool(self.builtin or self.declared) and self.choice != "none"
+
+    def definitions(self) -> list[dict]:
+        return [*(builtin_tools.DEFINITIONS[n] for n in self.builtin), *self.declared]
+
+    def is_builtin(self, name: str) -> bool:
+        return name in self.builtin
+
+    def calls(self, round_no: int = 0, max_rounds: int = MAX_ROUNDS) -> ToolCalls | None:
+        """What reply `round_no` (0: the turn's first) may call; None: it answers in text."""
+        if not self.active or round_no >= max_rounds - 1:
+            return None
+        choice = self.choice if round_no == 0 else "auto"
+        if choice not in CHOICES:
+            choice = {"type": "function", "function": {"name": choice}}  # type: ignore[assignment]
+        try:
+            return parse_tools({"tools": self.definitions(), "tool_choice": choice,
+                                "parallel_tool_calls": False})
+        except RequestError as e:  # checked when given: only a hand-edited store gets here
+            raise ToolSetError(f"the conversation's tools cannot be used: {e.message}") from None
+
+    def label(self) -> str:
+        names = [*self.builtin, *(d["function"]["name"] for d in self.declared)]
+        if not names:
+            return "No tools"
+        shown = ", ".join(names) if len(names) <= 2 else f"{len(names)} tools"
+        return shown + ("" if self.choice == "auto" else f" ({self.choice})")
+
+    def to_json(self) -> dict | None:
+        if not (self.builtin or self.declared):
+            return None
+        return {"builtin": list(self.builtin), "declared": list(self.declared), "choice": self.choice}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> ToolSet:
+        """The stored tools; None (a conversation from before tools) is none. Checked again."""
+        if d is None:
+            return cls()
+        builtin = d.get("builtin") or []
+        if not isinstance(builtin, list) or not all(n in builtin_tools.NAMES for n in builtin):
+            raise ToolSetError(f"unknown built-in tools {builtin!r} "
+                               f"(there are {', '.join(builtin_tools.NAMES)})")
+        declared = d.get("declared") or []
+        return make_tool_set(builtin, declared_tools(declared) if declared else (), d.get("choice", "auto"))
+
+
+def make_tool_set(builtin, declared, choice: str = "auto") -> ToolSet:
+    """A checked ToolSet: names unique across built-in and declared tools, a choice that is one
+    of CHOICES or a tool's name."""
+    out = ToolSet(tuple(dict.fromkeys(builtin)), tuple(declared), choice)
+    names = [*out.builtin, *(t["function"]["name"] for t in out.declared)]
+    if len(set(names)) != len(names):
+        clash = next(n for n in names if names.count(n) > 1)
+        raise ToolSetError(f"two tools are named {clash!r}: a declared tool cannot take a built-in's name")
+    if choice not in CHOICES and choice not in names:
+        raise ToolSetError(f"tool choice {choice!r} is none of {', '.join(CHOICES)} and no tool's name")
+    return out
+
+
+def declared_tools(raw) -> tuple[dict, ...]:
+    """OpenAI function definitions, checked: a list of {"type": "function", "function": {...}}, or
+    one; a bare {"name", "parameters"} is taken as the function it describes. Parsed JSON, or text."""
+    if isinstance(raw, str):
+        raw = _parse(raw)
+    if isinstance(raw, dict):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw:
+        raise ToolSetError('tools are a JSON list of {"type": "function", "function": {"name": ...}}')
+    tools = [t if isinstance(t, dict) and "function" in t else {"type": "function", "function": t}
+             for t in raw]
+    try:
+        parsed = parse_tools({"tools": tools})
+    except RequestError as e:
+        raise ToolSetError(e.message) from None
+    assert parsed is not None
+    return tuple({"type": "function", "function": {"name": t.name, "description": t.description,
+                                                   "parameters": t.parameters}} for t in parsed.tools)
+
+
+def _parse(text: str):
+    if not text.strip():
+        raise ToolSetError("the tools are empty: paste a JSON list of function definitions")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ToolSetError(f"the tools are not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except (ValueError, RecursionError):
+        raise ToolSetError("the tools are not JSON that can be read") from None
+
+
+def read_tools_text(spec: str) -> str:
+    """--tools' value: the JSON itself, or a file holding it (ToolSetError naming the file)."""
+    if spec.lstrip().startswith(("[", "{")):
+        return spec
+    p = Path(spec)
+    try:
+        if p.stat().st_size > TOOLS_FILE_MAX:
+            raise ToolSetError(f"{spec}: too large for tool definitions (over {TOOLS_FILE_MAX >> 10} KiB)")
+        return p.read_bytes().decode("utf-8-sig")
+    except OSError as e:
+        raise ToolSetError(f"{spec}: cannot read it ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise ToolSetError(f"{spec}: not UTF-8 text, so not tool definitions") from None

@@ -1,0 +1,90 @@
+"""The built-in tools and a conversation's tool set, without a model: what runs, what is refused."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from app.chat import builtin_tools
+from app.chat.builtin_tools import CALCULATOR, CLOCK, calculate
+from app.chat.tool_set import MAX_ROUNDS, ToolSet, ToolSetError, declared_tools, make_tool_set
+from app.engine.prompt import ToolCall
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "today's weather",
+                                            "parameters": {"type": "object", "required": ["city"],
+                                                           "properties": {"city": {"type": "string"}}}}}
+
+
+def calc(expr: str) -> str:
+    return builtin_tools.run(ToolCall("c", CALCULATOR, json.dumps({"expression": expr})))
+
+
+@pytest.mark.parametrize("expr, value", [
+    ("17 * 23", 391), ("(1 + 2) ** 3 / 9", 3.0), ("7 // 2 + 7 % 2", 4), ("-2^10", -1024),
+    ("sqrt(2) ** 2", pytest.approx(2.0)), ("round(pi, 3)", 3.142), ("abs(-4.5)", 4.5),
+])
+def test_the_calculator_evaluates_arithmetic(expr, value):
+    assert calculate(expr) == value
+
+
+@pytest.mark.parametrize("expr, why", [
+    ("__import__('os').system('true')", "is not a number"),  # no names, no calls but the math ones
+    ("(1).__class__", "is not a number"),
+    ("9 ** 9 ** 9", "exponent above"),  # would take the machine's memory
+    ("10 ** 400", "too large"),
+    ("1 / 0", "division by zero"),
+    ("log(0)", "cannot evaluate"),
+    ("2 +", "not an arithmetic expression"),
+    ("1" * 600, "longer than"),
+    ("True + 1", "is not a number"),
+])
+def test_the_calculator_refuses_what_is_not_bounded_arithmetic(expr, why):
+    out = calc(expr)
+    assert out.startswith("error: ") and why in out, out
+
+
+def test_results_are_text_for_the_model_and_a_run_never_raises():
+    assert calc("17 * 23") == "391" and calc("0.1 + 0.2").startswith("0.30000")
+    assert builtin_tools.run(ToolCall("c", CALCULATOR, "not json")) == "error: the arguments are not JSON"
+    assert builtin_tools.run(ToolCall("c", CALCULATOR, '{"expr": "1"}')).startswith("error: give the")
+    assert builtin_tools.run(ToolCall("c", "rm", "{}")).startswith("error: 'rm' is not a built-in")
+
+
+def test_the_clock_tells_the_time_in_a_zone():
+    got = json.loads(builtin_tools.run(ToolCall("t", CLOCK, '{"timezone": "Asia/Tokyo"}')))
+    assert got["timezone"] == "Asia/Tokyo" and got["utc_offset"] == "+0900"
+    assert got["date"] >= datetime.now(UTC).date().isoformat()  # Tokyo is never behind UTC
+    utc = json.loads(builtin_tools.run(ToolCall("t", CLOCK, "{}")))
+    assert (utc["timezone"], utc["utc_offset"]) == ("UTC", "+0000")
+    assert utc["weekday"] in [datetime(2026, 11, d).strftime("%A") for d in range(2, 9)]
+    assert "not a time zone" in builtin_tools.run(ToolCall("t", CLOCK, '{"timezone": "Mars/Olympus"}'))
+
+
+def test_a_tool_set_round_trips_and_checks_what_it_is_given():
+    ts = make_tool_set([CALCULATOR], declared_tools(json.dumps([WEATHER])), "required")
+    assert ToolSet.from_json(ts.to_json()) == ts and ts.label() == "calculator, get_weather (required)"
+    bare = declared_tools('{"name": "get_weather", "parameters": {"type": "object"}}')  # a bare function
+    assert bare[0]["function"]["name"] == "get_weather"
+    assert ToolSet.from_json(None) == ToolSet() and not ToolSet().active and ToolSet().to_json() is None
+    with pytest.raises(ToolSetError, match="not JSON: Expecting"):
+        declared_tools("[{")
+    with pytest.raises(ToolSetError, match=r"tools\[0\].function.name must be a name"):
+        declared_tools('[{"type": "function", "function": {"name": ""}}]')
+    with pytest.raises(ToolSetError, match="two tools are named 'calculator'"):
+        make_tool_set([CALCULATOR], declared_tools('{"name": "calculator"}'))
+    with pytest.raises(ToolSetError, match="tool choice 'nope' is none of"):
+        make_tool_set([CALCULATOR], (), "nope")
+    with pytest.raises(ToolSetError, match="unknown built-in tools"):
+        ToolSet.from_json({"builtin": ["shell"]})
+
+
+def test_the_first_reply_honours_the_choice_and_the_last_one_must_answer_in_text():
+    ts = make_tool_set([CALCULATOR, CLOCK], (), CLOCK)
+    first = ts.calls(0)
+    assert first.choice == "required" and [t.name for t in first.tools] == [CLOCK]  # the named tool
+    later = ts.calls(1)
+    assert later.choice == "auto" and {t.name for t in later.tools} == {CALCULATOR, CLOCK}
+    assert ts.calls(MAX_ROUNDS - 1) is None  # no tools: the loop ends in text
+    assert make_tool_set([CALCULATOR], (), "none").calls(0) is None
