@@ -12,20 +12,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.chat.reply_format import ReplyFormat, ReplyFormatError
-from app.engine.prompt import PromptMessage
+from app.chat.tool_set import ToolSet, ToolSetError
+from app.engine.prompt import PromptMessage, ToolCall
 from app.engine.stats import ReplyStats
 from app.history.records import COMPLETE, StoredConversation
 
 
 @dataclass
 class LiveMessage:
-    role: str  # "user" or "assistant"
+    role: str  # "user", "assistant" or "tool" (a call's result)
     content: str
     stats: ReplyStats | None = None
     out_of_context: bool = False  # the context budget left it out of the last prompt
     id: int | None = None  # the store's message id, once saved
     state: str = COMPLETE  # INTERRUPTED: cut off (an error, a crash, a switch) with its text kept
     format: str | None = None  # JSON_REPLY: held to JSON, drawn as a JSON code block; None: Markdown
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant's calls, drawn as cards
+    tool_call_id: str | None = None  # a tool message: the call it answers
+    tool_name: str | None = None  # a tool message: the tool that answered
+
+    def prompt_message(self) -> PromptMessage:
+        return PromptMessage(self.role, self.content, self.tool_calls, self.tool_call_id, self.tool_name)
 
 
 @dataclass
@@ -37,11 +44,18 @@ class LiveConversation:
     reply_format: ReplyFormat = field(default_factory=ReplyFormat)  # what its next replies must be
     # Why the stored reply format could not be used (it reads as text then), said once on opening.
     format_note: str | None = None
+    tools: ToolSet = field(default_factory=ToolSet)  # what its next replies may call
+
+    def waiting_calls(self) -> list[ToolCall]:
+        """The last reply's calls that have no result yet (a declared tool's: the user answers)."""
+        answered = {m.tool_call_id for m in self.messages if m.role == "tool"}
+        last = next((m for m in reversed(self.messages) if m.role == "assistant"), None)
+        return [c for c in (last.tool_calls if last else ()) if c.id not in answered]
 
     def history(self, upto: int | None = None) -> list[PromptMessage]:
         """What the engine sees as earlier turns (everything before `upto`)."""
         msgs = self.messages if upto is None else self.messages[:upto]
-        return [PromptMessage(m.role, m.content) for m in msgs]
+        return [m.prompt_message() for m in msgs]
 
     def system(self) -> str | None:
         return self.system_prompt.strip() or None
@@ -95,12 +109,17 @@ class LiveConversation:
         A reply cut off before its first token has nothing to show or send, so
         it is left out (as the store's own history() leaves it out).
         """
-        msgs = [LiveMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state, m.format)
-                for m in stored.messages if m.role in ("user", "assistant")
-                and not (m.role == "assistant" and m.state != COMPLETE and not m.content)]
+        msgs = [LiveMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state, m.format,
+                            m.tool_calls, m.tool_call_id, m.tool_name)
+                for m in stored.messages if m.role in ("user", "assistant", "tool")
+                and not (m.role == "assistant" and m.state != COMPLETE and not (m.content or m.tool_calls))]
         conv = cls(stored.system_prompt or "", msgs, stored.title, stored.id)
         try:
             conv.reply_format = ReplyFormat.from_json(stored.reply_format)
         except ReplyFormatError as e:
             conv.format_note = f"This conversation's reply format cannot be used ({e}); its replies are text"
+        try:
+            conv.tools = ToolSet.from_json(stored.tools)
+        except ToolSetError as e:
+            conv.format_note = f"This conversation's tools cannot be used ({e}); it has none"
         return conv

@@ -39,6 +39,8 @@ from app.ui.chat.engine_thread import EngineBridge, Loaded
 from app.ui.chat.flow import ChatFlow
 from app.ui.chat.gauges import GaugesPanel, MachineFeed
 from app.ui.chat.reply_format import ReplyFormatChooser, follow_conversations
+from app.ui.chat.tool_result_box import ToolResultBox
+from app.ui.chat.tools_chooser import ToolsChooser, follow_tools
 from app.ui.chat.view import ChatView
 from app.ui.chat.welcome import ChatArea
 from app.ui.compare.window import CompareWindow, compare_choices
@@ -108,6 +110,8 @@ class MainWindow(QMainWindow):
         self.system_prompt.setPlaceholderText("System prompt for this conversation (optional)")
         self.system_prompt.textChanged.connect(self._on_system_prompt)
         self.reply_format = ReplyFormatChooser()
+        self.tools = ToolsChooser()
+        self.tool_result = ToolResultBox()
         self.actions_row = ActionsRow()
         a = self.actions_row
         self.new_button, self.regen_button, self.edit_button = a.new_button, a.regen_button, a.edit_button
@@ -145,6 +149,7 @@ class MainWindow(QMainWindow):
         sys_row.addWidget(QLabel("System"))
         sys_row.addWidget(self.system_prompt, 1)
         sys_row.addWidget(self.reply_format)
+        sys_row.addWidget(self.tools)
         chat = QWidget()
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
@@ -153,6 +158,7 @@ class MainWindow(QMainWindow):
         self.chat_area = ChatArea(self.view)  # the welcome while the conversation is empty
         col.addWidget(self.chat_area, 1)
         col.addWidget(self.actions_row)
+        col.addWidget(self.tool_result)
         col.addWidget(self.composer)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.history_panel)
@@ -186,6 +192,9 @@ class MainWindow(QMainWindow):
         self.serve_button.clicked.connect(self.open_server)
         self.compare_button.clicked.connect(self.open_compare)
         follow_conversations(self.reply_format, self.flow, self.bar)
+        follow_tools(self.tools, self.flow)
+        self.flow.tool_waiting.connect(self.tool_result.show_waiting)
+        self.tool_result.submitted.connect(self.flow.give_result)
         self.flow.busy_changed.connect(lambda _b: self._update_actions())
         self.flow.reply_finished.connect(lambda _m: self._update_actions())
         self.bar.action_triggered.connect(self._on_bar_action)

@@ -126,7 +126,7 @@ def test_every_export_shows_calls_as_name_and_arguments_and_results_as_results(f
     if fmt == "md":
         assert "**Tool call · `get_weather`**" in out and "**Result of `get_weather`**" in out
         assert "```json\n{\n  \"temp\": 21," in out  # a JSON result highlighted, pretty-printed
-        assert "```\n14:05 on a Wednesday\n```" in out
+        assert "```text\n14:05 on a Wednesday\n```" in out
     elif fmt == "html":
         assert out.count('class="msg tool"') == 2 and "Result of <code>current_time</code>" in out
     else:

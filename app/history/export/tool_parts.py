@@ -39,7 +39,7 @@ def calls_markdown(calls: tuple[ToolCall, ...]) -> str:
 
 def result_markdown(name: str | None, content: str) -> str:
     """A tool's result: JSON highlighted, other text in a plain box, as it was returned."""
-    body = json_markdown(content) if _is_json(content) else code_markdown(content.strip("\n"))
+    body = json_markdown(content) if _is_json(content) else code_markdown(content.strip("\n"), "text")
     return f"**Result of `{name or 'a tool'}`**\n\n{body}"
 
 

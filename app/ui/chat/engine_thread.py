@@ -32,6 +32,7 @@ from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
 from app.errors import LlamaDeskError
+from app.openai_compat.tools import ToolCalls
 from app.ui.threads import WorkerThread
 
 log = logging.getLogger("llamadesk.ui.engine")
@@ -58,11 +59,20 @@ class Loaded:
 @dataclass
 class Job:
     history: list[PromptMessage]
-    user_text: str
+    user_text: str | None  # None: the reply after tool results (the history ends with them)
     settings: GenerationSettings
     system: str | None
     cancel: CancelToken = field(default_factory=CancelToken)
     id: int = field(default_factory=lambda: next(_ids))
+    tools: ToolCalls | None = None  # what the reply may call
+    round: int = 0  # the reply's place in its turn: 0 first, then one more after each set of results
+
+    @property
+    def with_tools(self) -> bool:
+        """A turn with tool calls anywhere in it: answered by the chat's own engine, which writes
+        them in the tool format (a Batch or Serve slot would be given the bare text)."""
+        return (self.tools is not None or self.user_text is None
+                or any(m.tool_calls or m.role == "tool" for m in self.history))
 
 
 class EngineWorker(QObject):
@@ -114,7 +124,7 @@ class EngineWorker(QObject):
         emit = self.reply_event.emit
         try:
             reply = self.engine.reply(job.history, job.user_text, job.settings, job.system,
-                                      on_event=lambda ev: emit(jid, ev), cancel=job.cancel)
+                                      on_event=lambda ev: emit(jid, ev), cancel=job.cancel, tools=job.tools)
         except ContextOverflowError as e:
             self.failed.emit(job, str(e), True)
         except (LlamaDeskError, ValueError) as e:
@@ -187,7 +197,7 @@ class EngineBridge(QObject):
 
     def submit(self, job: Job) -> Job:
         self.current = job
-        if not any(r.route(job) for r in self.routers):
+        if job.with_tools or not any(r.route(job) for r in self.routers):
             self._request_generate.emit(job)
         return job
 

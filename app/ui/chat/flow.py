@@ -15,6 +15,13 @@ the settings of each turn, so every engine that answers (the chat's own, a
 slot of the Batch window or the server, a remote server) gets the same
 constraint; a reply held to JSON streams into a JSON code box from its first
 character and is marked JSON in the store.
+
+So are its tools (app.chat.tool_set): a reply may be tool calls, drawn as
+cards; a built-in tool's call runs here at once (the calculator and the clock
+take microseconds) and its result goes into the conversation, the view and
+the store, and the model is asked again; a call of a tool the user declared
+waits (`tool_waiting`) until the user gives its result (`give_result`). The
+loop is app.chat.tool_loop's policy, taken one reply at a time.
 """
 
 from __future__ import annotations
@@ -30,7 +37,10 @@ from app.chat.live_gauges import LiveGauges
 from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
 from app.chat.reply import Reply
 from app.chat.reply_format import ReplyFormat, reply_kind
+from app.chat.tool_loop import run_builtin
+from app.chat.tool_set import ToolSet, ToolSetError
 from app.engine.events import TextDelta
+from app.engine.prompt import ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
 from app.history.records import INTERRUPTED
@@ -51,6 +61,7 @@ class ChatFlow(QObject):
     reply_failed = Signal(str)
     busy_changed = Signal(bool)
     conversation_changed = Signal(object)  # the LiveConversation now shown (new or opened)
+    tool_waiting = Signal(object)  # the calls of declared tools the user is to answer ([] : none now)
 
     def __init__(self, bridge: EngineBridge, view: ChatView, composer: Composer, panel: GaugesPanel,
                  bar: MessageBar, settings: Callable[[], GenerationSettings],
@@ -67,6 +78,7 @@ class ChatFlow(QObject):
         self._parts: list[str] = []
         self._painted = 0  # how many of _parts the view already shows
         self._opening = ""  # what the live reply's text starts with (JSON_FENCE for a JSON reply)
+        self._round = 0  # the turn's replies so far that called tools (the loop's bound)
         self._frame = QTimer(self)
         self._frame.setInterval(FRAME_MS)
         self._frame.timeout.connect(self._paint_frame)
@@ -125,6 +137,65 @@ class ChatFlow(QObject):
         if self.recorder is not None and conv.id is not None:
             self.recorder.save_reply_format(conv.id, fmt.to_json())
 
+    def set_tools(self, tools: ToolSet) -> None:
+        """The tools chosen for this conversation's next replies, saved with it now."""
+        conv = self.conversation
+        conv.tools = tools
+        if self.recorder is not None and conv.id is not None:
+            self.recorder.save_tools(conv.id, tools.to_json())
+
+    def _calls(self, round_no: int):
+        try:
+            return self.conversation.tools.calls(round_no)
+        except ToolSetError as e:
+            self.bar.show_message(f"{e}: this reply is text", "warning")
+            return None
+
+    def give_result(self, text: str) -> bool:
+        """The user's result for the first waiting call of a declared tool; once every call has
+        its result, the model is asked again."""
+        waiting = self.conversation.waiting_calls()
+        if self.busy or not waiting or not self.model_ready:
+            return False
+        self._add_result(waiting[0], text)
+        self._after_results()
+        return True
+
+    def _add_result(self, call: ToolCall, result: str) -> None:
+        conv = self.conversation
+        msg = LiveMessage("tool", result, tool_call_id=call.id, tool_name=call.name)
+        conv.messages.append(msg)
+        if self.recorder is not None:
+            msg.id = self.recorder.tool_result(conv.id, call, result)
+        self.view.add_message(msg)
+
+    def _after_calls(self, calls: tuple[ToolCall, ...]) -> None:
+        """A reply made calls: run the built-in ones, then ask again or wait for the user."""
+        ran = run_builtin(calls, self.conversation.tools)
+        for call, result in ran.done:
+            self._add_result(call, result)
+        self._after_results()
+
+    def _after_results(self) -> None:
+        waiting = self.conversation.waiting_calls()
+        self.tool_waiting.emit(waiting)
+        if waiting:
+            names = ", ".join(dict.fromkeys(c.name for c in waiting))
+            self.bar.show_message(f"The model called {names}: give the result below and send it", "info")
+            return
+        self._round += 1
+        self._continue(self._round)
+
+    def _continue(self, round_no: int) -> None:
+        """The model's next reply after the tool results (no question of its own)."""
+        conv = self.conversation
+        settings = self.turn_settings()
+        if self.recorder is not None and conv.id is not None:
+            self._turn = self.recorder.begin_continuation(conv.id, [m.id for m in conv.messages])
+        job = Job(conv.history(), None, replace(settings, constraint=None), conv.system(),
+                  tools=self._calls(round_no), round=round_no)
+        self._start(job)
+
     def regenerate(self) -> bool:
         if self.busy or not self.model_ready or not self.conversation.can_regenerate():
             return False
@@ -158,7 +229,9 @@ class ChatFlow(QObject):
             self._cut_reply()
             self._end_job()  # its late events and reply are ignored by job id
         self.conversation = conversation or LiveConversation()
+        self._round = 0
         self.view.show_conversation(self.conversation.messages)
+        self.tool_waiting.emit(self.conversation.waiting_calls())
         # The timeline is this conversation's: its replies from their stored stats, or none.
         self.gauges.new_conversation([m.stats for m in self.conversation.messages
                                       if m.role == "assistant" and m.stats is not None])
@@ -183,19 +256,28 @@ class ChatFlow(QObject):
     # -- one reply ----------------------------------------------------------
     def _ask(self, text: str, settings: GenerationSettings) -> None:
         conv = self.conversation
+        self._round = 0
+        self.tool_waiting.emit([])  # a new question: calls left unanswered stay so
         idx = conv.add("user", text)
         self.view.add_message(conv.messages[idx])
+        tools = self._calls(0)
+        if tools is not None:  # the tool format holds the reply; a reply format cannot too
+            settings = replace(settings, constraint=None)
         if self.recorder is not None:
             self._turn = self.recorder.begin(conv.id, text, conv.system(), settings,
                                              [m.id for m in conv.messages[:idx]],
-                                             reply_format=conv.reply_format.to_json())
+                                             reply_format=conv.reply_format.to_json(),
+                                             tools=conv.tools.to_json())
             if self._turn is not None:
                 conv.id = self._turn.conversation_id
                 conv.messages[idx].id = self._turn.user_message_id
-        job = Job(conv.history(idx), text, settings, conv.system())
+        self._start(Job(conv.history(idx), text, settings, conv.system(), tools=tools))
+
+    def _start(self, job: Job) -> None:
+        settings = job.settings
         self.job = job
         self._parts, self._painted = [], 0
-        self._opening = JSON_FENCE if reply_kind(settings.constraint) else ""
+        self._opening = JSON_FENCE if reply_kind(settings.constraint) or job.tools is not None else ""
         self.gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming(),
                           constrained=settings.constraint is not None)
         self.view.begin_live(self._waiting_line(0.0))
@@ -245,7 +327,8 @@ class ChatFlow(QObject):
         if reply.stats.stop_reason == "cancelled" and not reply.text:
             self._fail("Stopped before the first token", False, reply, level="info")
             return
-        msg = LiveMessage("assistant", reply.text, reply.stats, format=reply_kind(job.settings.constraint))
+        msg = LiveMessage("assistant", reply.text, reply.stats, format=reply_kind(job.settings.constraint),
+                          tool_calls=reply.tool_calls)
         for i in self.conversation.mark_dropped(reply.dropped):
             self.view.update_message(i, self.conversation.messages[i])
         self.conversation.messages.append(msg)
@@ -255,6 +338,8 @@ class ChatFlow(QObject):
         self.gauges.finish(reply.stats, time.perf_counter())
         self._end_job()
         self.reply_finished.emit(msg)
+        if reply.tool_calls:
+            self._after_calls(reply.tool_calls)
 
     def _on_failed(self, job: Job, message: str, overflow: bool) -> None:
         if self._current(job):
@@ -286,6 +371,12 @@ class ChatFlow(QObject):
             self.recorder.abandon(turn, "")
             if turn is not None and turn.created:  # the store dropped the conversation it began
                 self.conversation.id = None
+        if self.job is not None and self.job.user_text is None:  # after tool results: they stay
+            self.gauges.fail(time.perf_counter())
+            self._end_job()
+            self.bar.show_message(kind + message, level)
+            self.reply_failed.emit(message)
+            return
         got = self.conversation.take_last_exchange()
         question = got[0] if got else ""
         self.view.truncate(len(self.conversation.messages))

@@ -26,10 +26,11 @@ from PySide6.QtGui import (
 from app.chat.conversation import LiveMessage
 from app.engine.stats import ReplyStats
 from app.history.export.rendering import json_markdown
+from app.history.export.tool_parts import message_markdown
 from app.history.records import JSON_REPLY
 from app.ui.chat.markdown import Theme
 
-ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System"}
+ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System", "tool": "Tool result"}
 FRAME_PADDING = 8  # a message frame's padding, which the live reply's blocks copy as margins
 PARAGRAPH_MARGIN = 12  # QTextDocument's margin above a <p>
 
@@ -67,6 +68,11 @@ def frame_format(pal: QPalette, theme: Theme, role: str, out_of_context: bool) -
     fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
     if role == "user":
         fmt.setBackground(pal.color(QPalette.ColorRole.AlternateBase))
+    if role == "tool":  # a result stands apart from what the model wrote: its own boxed block
+        fmt.setBorder(1)
+        fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+        fmt.setBorderBrush(pal.color(QPalette.ColorRole.Mid))
+        fmt.setBackground(QColor(theme.code_bg))
     if out_of_context:
         fmt.setBorder(1)
         fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Dashed)
@@ -87,9 +93,11 @@ def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str],
     """A finished message; `render` turns the assistant's Markdown into HTML, `render_typed` a
     person's text as typed with its code blocks boxed (both the view's, which keeps the code
     blocks for their Copy links). A reply held to JSON is drawn as its highlighted JSON code
-    block, pretty-printed, as the exports draw it."""
+    block, pretty-printed, as the exports draw it; a tool call as the tool's name over its
+    arguments, highlighted the same way, and a tool's result as a block naming the tool."""
     text = json_markdown(msg.content) if msg.format == JSON_REPLY and msg.content else msg.content
-    body = (render if msg.role == "assistant" else render_typed)(text) or "<p></p>"
+    text = message_markdown(msg, text)
+    body = (render if msg.role in ("assistant", "tool") else render_typed)(text) or "<p></p>"
     foot = ""
     if msg.stats is not None:
         foot = (f'<p style="margin-top:4px; color:{theme.muted}; font-size:small;">'
@@ -98,6 +106,10 @@ def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str],
     if msg.state != "complete":  # a crash or a switch cut it off: say the text is partial
         cut = (f' &nbsp;<span style="color:#c0392b; font-weight:normal;">'
                f"· {html.escape(msg.state)} (partial reply)</span>")
+    if msg.tool_calls:
+        n = len(msg.tool_calls)
+        cut += (f' &nbsp;<span style="color:{theme.muted}; font-weight:normal;">'
+                f"· calls {'a tool' if n == 1 else f'{n} tools'}</span>")
     return header_html(theme, msg.role, msg.out_of_context, cut) + body + foot
 
 

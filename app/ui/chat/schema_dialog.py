@@ -12,59 +12,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtGui import QFontDatabase, QPalette
-from PySide6.QtWidgets import (
-    QDialog,
-    QDialogButtonBox,
-    QFileDialog,
-    QLabel,
-    QPlainTextEdit,
-    QPushButton,
-    QVBoxLayout,
-)
+from PySide6.QtWidgets import QDialogButtonBox, QFileDialog, QPushButton
 
 from app.chat.reply_format import ReplyFormat, ReplyFormatError, read_schema_file, schema_format
-from app.ui.widgets.one_line import OneLineLabel
+from app.ui.chat.json_dialog import JsonTextDialog
 
 EXAMPLE = '{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}'
-ERROR_LIGHT, ERROR_DARK = "#c0392b", "#ff7b72"  # the message bar's red; a light one on dark greys
 
 
-class SchemaDialog(QDialog):
+class SchemaDialog(JsonTextDialog):
     def __init__(self, current: ReplyFormat | None = None, parent=None):
-        super().__init__(parent)
-        self.setWindowTitle("Reply schema — LlamaDesk")
+        super().__init__("Reply schema — LlamaDesk",
+                         "Every reply of this conversation will be JSON valid against this schema. "
+                         "Paste it, or load a .json file.",
+                         current.schema if current is not None else "", EXAMPLE, "Use schema", parent)
         self.result_format: ReplyFormat | None = None
         self._name = current.name if current is not None else ""
-        hint = QLabel("Every reply of this conversation will be JSON valid against this schema. "
-                      "Paste it, or load a .json file.")
-        hint.setWordWrap(True)
-        self.edit = QPlainTextEdit()
-        self.edit.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.edit.setPlaceholderText(EXAMPLE)
-        self.edit.setPlainText(current.schema if current is not None else "")
-        self.error = OneLineLabel()  # why the schema cannot be used; hidden while there is nothing to say
-        self.error.set_line("")
-        self.edit.textChanged.connect(lambda: self.error.set_line(""))
         self.load_button = QPushButton("Load .json file…")
         self.load_button.clicked.connect(self._choose_file)
-        std = QDialogButtonBox.StandardButton
-        buttons = QDialogButtonBox(std.Ok | std.Cancel)
-        buttons.button(std.Ok).setText("Use schema")
-        buttons.addButton(self.load_button, QDialogButtonBox.ButtonRole.ActionRole)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        col = QVBoxLayout(self)
-        col.addWidget(hint)
-        col.addWidget(self.edit, 1)
-        col.addWidget(self.error)
-        col.addWidget(buttons)
-        self.resize(560, 380)
-
-    def _show_error(self, text: str) -> None:
-        dark = self.palette().color(QPalette.ColorRole.Base).lightness() < 128
-        self.error.setStyleSheet(f"color: {ERROR_DARK if dark else ERROR_LIGHT};")
-        self.error.set_line(text)
+        self.buttons.addButton(self.load_button, QDialogButtonBox.ButtonRole.ActionRole)
 
     def _choose_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Load a JSON schema", "",
