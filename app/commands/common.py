@@ -121,5 +121,15 @@ def sampling(args: argparse.Namespace) -> GenerationSettings:
     return s
 
 
+def speculative_mode(args: argparse.Namespace) -> str | None:
+    """--speculative and --draft-model as one mode (None: off); a draft file implies "draft"."""
+    mode = args.speculative or ("draft" if args.draft_model else "off")
+    if mode == "draft" and not args.draft_model:
+        raise ValueError("--speculative draft needs --draft-model FILE")
+    if args.draft_model and mode != "draft":
+        raise ValueError(f"--draft-model guesses with --speculative draft, not {mode}")
+    return None if mode == "off" else mode
+
+
 def note(msg: str) -> None:
     print(f"llamadesk: {msg}", file=sys.stderr)

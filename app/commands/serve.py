@@ -17,7 +17,8 @@ from pathlib import Path
 
 from app.batch.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
 from app.batch.engine import ONLINE_RESERVE
-from app.commands.common import add_model_args, check_range, load_options, note
+from app.commands.common import add_model_args, check_range, load_options, note, speculative_mode
+from app.engine.stats import SPEC_LABELS
 from app.errors import LlamaDeskError
 from app.remote.errors import EndpointConfigError
 from app.remote.keys import key_from_env
@@ -55,6 +56,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--max-waiting", type=int, default=64, metavar="N",
                    help="online requests that may wait for a slot; past it, 429 (default 64)")
     add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot", several=True)
+    p.add_argument("--speculative", choices=("off", "ngram", "draft"), default=None,
+                   help="while a request decodes alone (no other slot busy, none waiting), guess its next "
+                        "tokens and check them in one pass: ngram from its own prompt and reply (pays on "
+                        "rewrites, fixes and edits), draft with --draft-model; it steps aside by itself "
+                        "when it does not pay (default off)")
+    p.add_argument("--draft-model", metavar="FILE",
+                   help="a smaller GGUF with the model's vocabulary that guesses for it (implies "
+                        "--speculative draft)")
     g = p.add_argument_group("several models (any of these, or --model more than once: each model is loaded "
                              "when a request names it)")
     g.add_argument("--models-dir", metavar="DIR",
@@ -163,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     check_range("--parallel", args.parallel, 1, MAX_SEQ - ONLINE_RESERVE)
     check_range("--ctx", args.ctx, MIN_SLOT_CTX)
     check_range("--max-waiting", args.max_waiting, 1, 100_000)
+    spec_mode = speculative_mode(args)
     if (args.parallel + ONLINE_RESERVE) * args.ctx > MAX_TOTAL_CTX:
         raise ValueError(f"--parallel {args.parallel} with --ctx {args.ctx} needs more than "
                          f"{MAX_TOTAL_CTX} tokens of context")
@@ -175,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
     opts = load_options(args)
     slot_ctx, opts.n_ctx = opts.n_ctx, 256  # the chat context is unused here
     if several_models(args):
+        if spec_mode is not None:
+            raise ValueError("--speculative and --draft-model serve one --model")
         return _run_several(args, opts, slot_ctx, key, hosts, origins)
     path = resolve_model(args.model[0] if args.model else None)
     store = _data_store()
@@ -188,22 +200,53 @@ def run(args: argparse.Namespace) -> int:
         try:
             if model.report.fallback:
                 note(model.report.fallback)
-            host = ServeEngine(model, args.parallel, slot_ctx, args.max_waiting)
+            speculation = _speculation(spec_mode, args.draft_model, model, opts, slot_ctx)
+            try:
+                host = ServeEngine(model, args.parallel, slot_ctx, args.max_waiting, speculation=speculation)
+            except BaseException:
+                if speculation is not None:
+                    speculation.close()
+                raise
             try:
                 model_id = path.name
                 app = create_app(host, model_id, key, store=store, bind=args.host, allow_hosts=hosts,
                                  allow_origins=origins)
                 note(f"serving {model_id} on http://{args.host}:{args.port}/v1 · {args.parallel} slots of "
                      f"{host.slot_ctx} tokens · runs on {model.report.runs_on}"
+                     + (f" · speculative: {SPEC_LABELS[spec_mode]}" if spec_mode else "")
                      + (" · API key required" if key else ""))
                 _serve_forever(app, sock)
             finally:
                 host.close()
+                if speculation is not None:
+                    speculation.close()  # after the engine thread, the draft's only user, has ended
         finally:
             model.close()
     finally:
         sock.close()  # the store stays open: a batch's thread may still be writing as the process ends
     return 0
+
+
+def _speculation(mode: str | None, draft_path: str | None, model, opts, slot_ctx: int):
+    """The engine's BatchSpeculation (None: off). A draft model is loaded as the model was, its
+    context a slot's length; one whose vocabulary is not the model's is refused, saying how."""
+    if mode is None:
+        return None
+    from dataclasses import replace
+
+    from app.batch.speculation import BatchSpeculation
+    from app.engine.draft import draft_for
+    from app.engine.loader import load_model
+    from app.engine.models import resolve_model
+
+    if not model.rewinds:
+        raise ValueError(f"--speculative: {model.header.path.name} is a recurrent model, whose cache cannot "
+                         "drop the guesses a check rejects")
+    draft = None
+    if mode == "draft":
+        assert draft_path is not None  # speculative_mode asks for one
+        draft = draft_for(model, load_model(resolve_model(draft_path), replace(opts, n_ctx=slot_ctx)))
+    return BatchSpeculation(mode, draft)
 
 
 def _serve_forever(app, sock: socket.socket) -> None:

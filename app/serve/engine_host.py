@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.batch.engine import BatchEngine
+from app.batch.speculation import BatchSpeculation
 from app.batch.types import BatchProgress, RequestDone, RequestStarted, SlotRequest, SlotResult, SlotStats
 from app.engine.errors import EngineError
 from app.engine.loader import LoadedModel
@@ -92,10 +93,13 @@ class HostStats:
 
 class ServeEngine:
     def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int, max_waiting: int = 64,
-                 prompt_cache: bool = True, kv_unified: bool = SERVE_KV_UNIFIED):
+                 prompt_cache: bool = True, kv_unified: bool = SERVE_KV_UNIFIED,
+                 speculation: BatchSpeculation | None = None):
         """`prompt_cache`: the format's shared prefix is loaded from and saved to the user's disk
-        prompt cache, as the window does; `kv_unified`: the KV layout (app.batch.context)."""
+        prompt cache, as the window does; `kv_unified`: the KV layout (app.batch.context);
+        `speculation`: a slot decoding alone guesses (app.batch.speculation; its owner closes it)."""
         self.model = model
+        self.speculation = speculation
         self._options = {"prompt_cache": prompt_cache, "kv_unified": kv_unified}
         self._ttfts: deque[tuple[float, float]] = deque()
         self.max_waiting = max_waiting
@@ -128,7 +132,7 @@ class ServeEngine:
     def _loop(self) -> None:
         try:  # the context is made, used and freed on this thread only
             self.engine = BatchEngine(self.model, *self._args, on_event=self._on_event, keep_prefixes=True,
-                                      **self._options)
+                                      speculation=self.speculation, **self._options)
         except BaseException as e:  # noqa: BLE001 - re-raised in __init__
             self._error = e
             self._ready.set()

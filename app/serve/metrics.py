@@ -126,6 +126,12 @@ class _Vllm:
         self.generation = Counter("vllm:generation_tokens", "Generated tokens", m, registry=r)
         self.success = Counter("vllm:request_success", "Finished requests by finish reason",
                                [*m, "finished_reason"], registry=r)
+        self.drafts = Counter("vllm:spec_decode_num_drafts", "Speculative checks (one pass over guesses)", m,
+                              registry=r)
+        self.draft_tokens = Counter("vllm:spec_decode_num_draft_tokens", "Guessed tokens checked", m,
+                                    registry=r)
+        self.accepted = Counter("vllm:spec_decode_num_accepted_tokens", "Guessed tokens the model kept", m,
+                                registry=r)
 
         def hist(name: str, doc: str, buckets=LATENCY_BUCKETS) -> Histogram:
             return Histogram(name, doc, m, registry=r, buckets=buckets)
@@ -152,6 +158,9 @@ class _Vllm:
         self.hits.labels(model).inc(st.cached_tokens)
         self.prompt.labels(model).inc(prompt)
         self.generation.labels(model).inc(gen)
+        self.drafts.labels(model).inc(st.spec_checks)
+        self.draft_tokens.labels(model).inc(st.draft_tokens)
+        self.accepted.labels(model).inc(st.draft_accepted)
         self.prompt_len.labels(model).observe(prompt)
         self.gen_len.labels(model).observe(gen)
         for name, value in (("ttft", st.ttft_from_queue_s), ("e2e", st.total_s), ("queue", st.queue_wait_s),
@@ -189,6 +198,12 @@ class _LlamaCpp:
         self.predicted = counter("tokens_predicted", "Number of generation tokens processed")
         self.predicted_s = counter("tokens_predicted_seconds", "Total time spent generating tokens")
         self.decodes = counter("n_decode", "Total number of llama_decode() calls")
+        self.draft_tokens = counter("spec_decode_num_draft_tokens",
+                                    "Speculative: Total draft tokens generated")
+        self.accepted = counter("spec_decode_num_accepted_tokens",
+                                "Speculative: Total draft tokens accepted by the target model")
+        self.drafts = counter("spec_decode_num_drafts",
+                              "Speculative: Total speculative decoding verification steps")
         self.prompt_rate = gauge("prompt_tokens_seconds", "Average prompt throughput in tokens/s")
         self.predicted_rate = gauge("predicted_tokens_seconds", "Average generation throughput in tokens/s")
         self.processing = gauge("requests_processing", "Number of requests processing")
@@ -212,6 +227,9 @@ class _LlamaCpp:
         self.prompt_s.inc(prompt_s)
         self.predicted.inc(gen)
         self.predicted_s.inc(decode_s)
+        self.draft_tokens.inc(st.draft_tokens)
+        self.accepted.inc(st.draft_accepted)
+        self.drafts.inc(st.spec_checks)
         s = self._sums
         s[0] += evaluated
         s[1] += prompt_s

@@ -44,6 +44,10 @@ class Timings(TypedDict):
     predicted_n: int
     predicted_ms: float
     predicted_per_second: float | None
+    # Guesses checked and kept, when the server speculates (llama-server's, which it writes once a
+    # reply drafted; here every reply of a speculating server has them, 0 while it never guessed).
+    draft_n: NotRequired[int]
+    draft_n_accepted: NotRequired[int]
 
 
 class FunctionCall(TypedDict):
@@ -258,10 +262,13 @@ def timings(st: SlotStats) -> Timings:
     prompt_n = (st.prompt_tokens or 0) - st.cached_tokens
     prompt_ms = ((st.first_token_at or st.finished_at or 0) - (st.slot_start or 0)) * 1000
     predicted_ms = ((st.finished_at or 0) - (st.first_token_at or st.finished_at or 0)) * 1000
-    return {"cache_n": st.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
-            "prompt_per_second": prompt_n / prompt_ms * 1000 if prompt_ms > 0 else None,
-            "predicted_n": st.completion_tokens or 0, "predicted_ms": predicted_ms,
-            "predicted_per_second": st.decode_tok_s}
+    out: Timings = {"cache_n": st.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
+                    "prompt_per_second": prompt_n / prompt_ms * 1000 if prompt_ms > 0 else None,
+                    "predicted_n": st.completion_tokens or 0, "predicted_ms": predicted_ms,
+                    "predicted_per_second": st.decode_tok_s}
+    if st.spec_mode is not None:
+        out["draft_n"], out["draft_n_accepted"] = st.draft_tokens, st.draft_accepted
+    return out
 
 
 def completion_id(kind: Kind, hex24: str) -> str:

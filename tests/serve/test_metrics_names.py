@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -109,3 +110,17 @@ def test_the_panels_live_ttft_quantiles_follow_the_last_minute():
     assert s.ttft_n == TTFT_WINDOW_S + 1 and s.ttft_p50_s == 0.7 and s.ttft_p99_s == 1.0
     s.took(window, 500.0, 0.2)  # a minute of silence: only the newest is left
     assert s.ttft_n == 1 and s.ttft_p50_s == s.ttft_p99_s == 0.2
+
+
+def test_speculation_is_counted_under_llama_servers_and_vllms_spec_decode_names():
+    m = ServeMetrics(host())
+    spec = replace(result().stats, spec_mode="ngram", draft_tokens=12, draft_accepted=9, spec_checks=3)
+    m.observe(SlotResult("o1", "text", spec))
+    m.observe(result())  # a reply that did not speculate adds nothing
+    d = scrape(m)
+    mn = {"model_name": MODEL}
+    for kind, n in (("drafts", 3), ("draft_tokens", 12), ("accepted_tokens", 9)):
+        names = (f"llamacpp:spec_decode_num_{kind}", f"vllm:spec_decode_num_{kind}")
+        assert [d["types"][name] for name in names] == ["counter", "counter"]
+        assert value(d, f"llamacpp:spec_decode_num_{kind}_total") == n
+        assert value(d, f"vllm:spec_decode_num_{kind}_total", **mn) == n
