@@ -11,16 +11,27 @@ speedup (tokens over decode seconds, summed), the share of guesses kept,
 tokens kept a check, replies where speculation stepped aside, and how well
 the gauges' "rate without it" (from the measured step costs) predicted the
 plain replies' real rate.
+
+The editing set is then answered by the server's engine (app.batch) with one
+client, so every step is a slot decoding alone, with and without
+speculation in the same context: `server_editing`, the figure a local
+`llamadesk serve --speculative ngram` gives one client. With a second client
+it does not speculate, so there is no figure for that.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from app.batch.engine import BatchEngine
+from app.batch.speculation import BatchSpeculation
+from app.batch.types import SlotRequest
 from app.bench.speculative_set import CHAT, EDITING
 from app.chat.local_engine import LocalChatEngine
 from app.chat.reply import Reply
-from app.engine.loader import LoadOptions
+from app.engine.events import Event, Finished
+from app.engine.loader import LoadedModel, LoadOptions
+from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 
 TARGETS = {"editing_speedup": 1.3, "chat_speedup": 0.97}
@@ -49,7 +60,7 @@ class _Tally:
     predicted_plain: list[float] = field(default_factory=list)
     shares: list[float] = field(default_factory=list)
 
-    def add(self, a: Reply, b: Reply) -> None:
+    def add(self, a: Reply | Finished, b: Reply | Finished) -> None:
         """a: the plain reply, b: the speculating one, to the same prompt."""
         self.plain_n += a.stats.decode_tokens or 0
         self.plain_s += a.stats.decode_s or 0.0
@@ -92,6 +103,34 @@ def _run_set(engine: LocalChatEngine, prompts, tokens: int) -> dict:
     return tally.report()
 
 
+def _run_server_set(model: LoadedModel, prompts, tokens: int) -> dict:
+    """The prompts through the server's engine, one at a time: a slot alone, speculating or not
+    (the same context, so the same cache layout, either way)."""
+    plain = GenerationSettings(max_tokens=tokens, temperature=0, repeat_penalty=1.0)
+    spec = BatchSpeculation("ngram")
+    eng = BatchEngine(model, n_slots=1, slot_ctx=1024, speculation=spec)
+    tally = _Tally()
+    try:
+        for i, prompt in enumerate(prompts):
+            got: dict[bool, Finished] = {}
+            for speculating in ((False, True) if i % 2 == 0 else (True, False)):
+                eng.speculation = spec if speculating else None
+                eng.submit_online(SlotRequest(f"p{i}", [PromptMessage("user", prompt)], plain,
+                                              on_event=_keep(got, speculating)))
+                eng.run()
+            tally.add(got[False], got[True])
+    finally:
+        eng.free()
+    return tally.report()
+
+
+def _keep(got: dict[bool, Finished], key: bool):
+    def on_event(ev: Event) -> None:
+        if isinstance(ev, Finished):
+            got[key] = ev
+    return on_event
+
+
 def _r(v: float | None, digits: int = 1) -> float | None:
     return round(v, digits) if v is not None else None
 
@@ -102,8 +141,10 @@ def run_speculative_bench(model: str | None, options: LoadOptions, tokens: int) 
         engine.reply([], "Hello.", GenerationSettings(max_tokens=8))  # load, page in, calibrate
         editing = _run_set(engine, EDITING, tokens)
         chat = _run_set(engine, CHAT, tokens)
+        server = _run_server_set(engine.model, EDITING, tokens)
     finally:
         engine.close()
     got = {"editing_speedup": editing["speedup"], "chat_speedup": chat["speedup"]}
-    return {"tokens": tokens, "editing": editing, "chat": chat, **got, "targets": TARGETS,
+    return {"tokens": tokens, "editing": editing, "chat": chat, "server_editing": server,
+            "server_editing_speedup": server["speedup"], **got, "targets": TARGETS,
             "meets_targets": all(got[k] is not None and got[k] >= v for k, v in TARGETS.items())}
