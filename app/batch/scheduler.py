@@ -360,13 +360,14 @@ class Scheduler(Generic[R, S]):
 
     def alone(self, live: list[S]) -> S | None:
         """The slot the step over `live` carries alone, when nothing could share the step: no other
-        busy sequence that decodes and no request waiting for one. Only such a slot speculates
-        (app.batch.speculation): a step that carries other slots' tokens already keeps the cores
-        busy, and a check's extra rows would slow every one of them. Reads the queues without
-        the lock, as online_waiting does: an arrival it misses waits for one check."""
+        busy sequence that decodes and no request waiting that a sequence is free for. Only such a
+        slot speculates (app.batch.speculation): a step that carries other slots' tokens already
+        keeps the cores busy, and a check's extra rows would slow every one of them. Reads the
+        queues without the lock, as online_waiting does: an arrival it misses waits one check."""
         if len(live) != 1 or live[0].state is not SlotState.DECODING:
             return None
-        if self._online or (self._offline and not self.paused):
+        offline_fits = not self.paused and any(s is None for s in self.slots[:self.n_slots])
+        if self._online or (self._offline and offline_fits):
             return None
         if any(s is not None and s is not live[0] and (s.req.online or not self.paused) for s in self.slots):
             return None

@@ -551,3 +551,11 @@ def test_a_slot_decodes_alone_only_while_no_other_slot_decodes_and_no_request_wa
     assert h.sched.alone([o0]) is o0  # paused, it holds its sequence but shares no step
     h.sched.submit_many(batch("b1"))
     assert h.sched.alone([o0]) is o0  # queued batch work waits for the resume either way
+
+
+def test_batch_work_queued_for_the_one_busy_sequence_leaves_it_alone():
+    h = Host(n_slots=1, online_first=True)
+    h.sched.submit_many(batch("b0", "b1"))
+    assert h.turn()
+    (b0,) = _decoding(h.step())
+    assert h.sched.alone([b0]) is b0  # b1 waits for b0's sequence: it could not share this step
