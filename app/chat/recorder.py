@@ -146,7 +146,7 @@ class TurnRecorder:
                if i < len(turn.history_ids) and turn.history_ids[i] is not None]
         self._guard("save the reply", lambda: self.store.finish_reply(
             turn.reply_message_id, reply.text, reply.stats, state=state, out_of_context=ooc,
-            tool_calls=reply.tool_calls))
+            tool_calls=reply.tool_calls, fmt=reply.format))
         turn.state = state
         return state
 

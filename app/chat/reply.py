@@ -24,3 +24,6 @@ class Reply:
     stats: ReplyStats
     dropped: list[int] = field(default_factory=list)  # history indices left out of context
     tool_calls: tuple[ToolCall, ...] = ()  # the calls it made (its text is then often empty)
+    # JSON_REPLY: the text is JSON whatever the settings said (a tool-format reply cut short by
+    # max_tokens, kept as it came); None: as the settings' constraint says.
+    format: str | None = None

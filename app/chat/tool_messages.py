@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from app.chat.reply import Reply
 from app.engine.prompt import PromptMessage, ToolCall
 from app.engine.sampling import GenerationSettings
+from app.history.records import JSON_REPLY
 from app.openai_compat.fields import messages as prompt_messages
 from app.openai_compat.params import with_tools
 from app.openai_compat.tools import ToolCalls
@@ -77,6 +78,8 @@ def read_reply(reply: Reply, tools: ToolCalls | None) -> Reply:
     if tools is None:
         return reply
     content, calls = tools.read(reply.text)
+    if not calls and content == reply.text and reply.text.lstrip().startswith("{"):
+        reply.format = JSON_REPLY  # not read (cut by max_tokens): shown as the JSON it is
     reply.text = content or ""
     reply.tool_calls = tuple(ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
                              for c in calls)

@@ -130,11 +130,13 @@ class MessageRows(StoreBase):
 
     def finish_reply(self, msg_id: int, text: str, stats: ReplyStats | None, *,
                      state: str = COMPLETE, out_of_context: Iterable[int] | None = None,
-                     tool_calls: Sequence[ToolCall] = ()) -> None:
+                     tool_calls: Sequence[ToolCall] = (), fmt: str | None = None) -> None:
         """Seal a reply (with the tool calls it made, if any). `out_of_context` (message ids the
         context budget left out of this reply's prompt) replaces the conversation's markers."""
         if state not in (COMPLETE, INTERRUPTED):
             raise ValueError(f"a finished reply is complete or interrupted, not {state!r}")
+        if fmt is not None and fmt not in FORMATS:
+            raise ValueError(f"unknown reply format {fmt!r}")
         now = time.time()
         with self._write() as c:
             row = (c.execute("SELECT conversation_id FROM messages WHERE id = ?", (msg_id,)).fetchone()
@@ -142,8 +144,8 @@ class MessageRows(StoreBase):
             if row is None:
                 raise StoreError(self.path, f"no message with id {msg_id}")
             c.execute("UPDATE messages SET content = ?, updated_at = ?, state = ?, stats = ?, "
-                      "writer_pid = NULL, tool_calls = ? WHERE id = ?",
-                      (text, now, state, _stats_json(stats), calls_json(tool_calls), msg_id))
+                      "writer_pid = NULL, tool_calls = ?, format = coalesce(?, format) WHERE id = ?",
+                      (text, now, state, _stats_json(stats), calls_json(tool_calls), fmt, msg_id))
             c.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", (now, row[0]))
             if out_of_context is not None:
                 _mark(c, row[0], out_of_context)

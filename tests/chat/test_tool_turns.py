@@ -13,6 +13,8 @@ from app.chat.tool_messages import local_turn
 from app.chat.tool_set import make_tool_set
 from app.engine.prompt import PromptMessage, ToolCall
 from app.engine.sampling import GenerationSettings
+from app.history import export
+from app.history.records import JSON_REPLY
 from app.history.store import Store
 
 CALC = make_tool_set(["calculator"], (), "required")
@@ -77,3 +79,15 @@ def test_a_declared_tools_call_waits_for_the_users_result(engine):
     r = engine.reply([], "Weather in Paris?", greedy(), tools=weather.calls(0))
     replies, waiting = tool_loop.follow(r, weather, lambda *_: pytest.fail("asked again without a result"))
     assert replies == [r] and [c.name for c in waiting] == ["get_weather"]
+
+
+def test_a_call_cut_short_by_max_tokens_is_kept_and_shown_as_the_json_it_is(engine):
+    with Store.open() as store:
+        turn = record_turn(TurnRecorder(store), engine, None, "What is 17 times 23?", greedy(4),
+                           tools=CALC.calls(0))
+        conv = store.get_conversation(turn.conversation_id)
+    r = turn.reply
+    assert r.stats.stop_reason == "length" and r.tool_calls == () and r.format == JSON_REPLY
+    assert r.text.startswith("{") and conv.messages[1].content == r.text
+    assert conv.messages[1].format == JSON_REPLY
+    assert "```json\n" in export.render(conv, "md")  # in a JSON box, not as Markdown text

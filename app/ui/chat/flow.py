@@ -327,7 +327,8 @@ class ChatFlow(QObject):
         if reply.stats.stop_reason == "cancelled" and not reply.text:
             self._fail("Stopped before the first token", False, reply, level="info")
             return
-        msg = LiveMessage("assistant", reply.text, reply.stats, format=reply_kind(job.settings.constraint),
+        msg = LiveMessage("assistant", reply.text, reply.stats,
+                          format=reply.format or reply_kind(job.settings.constraint),
                           tool_calls=reply.tool_calls)
         for i in self.conversation.mark_dropped(reply.dropped):
             self.view.update_message(i, self.conversation.messages[i])
