@@ -134,3 +134,19 @@ def test_timings_carry_llama_servers_draft_fields_only_from_a_speculating_server
     t = timings(SlotStats(completion_tokens=9, spec_mode="ngram", draft_tokens=7, draft_accepted=5))
     assert (t["draft_n"], t["draft_n_accepted"]) == (7, 5)
     assert "draft_n" not in timings(SlotStats(completion_tokens=9))
+
+
+def test_a_draft_model_guesses_for_a_request_alone(model_path):
+    """The bundled model drafting for itself: the wiring of --draft-model, whose guesses are kept."""
+    from openai import OpenAI
+
+    srv = start_serve(model_path, tempfile.mkdtemp(prefix="llamadesk-draft-"), "--parallel", "1",
+                      "--draft-model", str(model_path))
+    try:
+        with OpenAI(base_url=srv.base + "/v1", api_key="unused", max_retries=0) as c:
+            r = _complete(c, 24)
+    finally:
+        srv.stop()
+    t = r.model_extra["timings"]
+    assert t["predicted_n"] == 24 and 0 < t["draft_n_accepted"] <= t["draft_n"], t
+    assert all(tok == max(top, key=top.get) for tok, _, top in _tokens(r))
