@@ -12,7 +12,6 @@ reply is held to the format by its grammar and read back into calls here.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, replace
 
 from app.chat.reply import Reply
@@ -94,7 +93,3 @@ def tools_body(tools: ToolCalls) -> dict:
     return {"tools": [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                         "parameters": t.parameters}} for t in tools.tools],
             "tool_choice": choice, "parallel_tool_calls": tools.parallel}
-
-
-def call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
