@@ -61,7 +61,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-save", action="store_true", help="do not record this exchange in the history")
     t = p.add_argument_group(
         "tools (the reply may call them; calls are printed as the tool and its arguments, and with "
-        "--json listed in tool_calls)")
+        "--json listed in tool_calls; a reply with tools prints once it is whole)")
     t.add_argument("--tools", metavar="FILE|JSON",
                    help="tools you declare: OpenAI function definitions, a file or the JSON itself. The "
                         "model's calls of them are printed; give a call's result back with --continue ID "
