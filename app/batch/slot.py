@@ -12,7 +12,7 @@ import logging
 from array import array
 
 from app.batch.scheduler import SlotState
-from app.batch.speculation import stats_fields
+from app.batch.speculation import accepted_per_pos, stats_fields
 from app.batch.types import SlotRequest, SlotResult, SlotStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
@@ -160,7 +160,7 @@ class Slot:
             queue_wait_s=self.slot_start - self.queued_at, total_s=now - self.queued_at,
             decode_tok_s=self.timer.wall_rate(self.generated), error=self.error,
             error_kind="generation_failed" if self.error else None, grammar_ms_per_token=self.grammar_ms,
-            **stats_fields(self.spec_mode, self.spec),
+            **stats_fields(self.spec_mode, self.spec), draft_accepted_per_pos=accepted_per_pos(self.spec),
         )
         if self.req.on_event is not None:
             self._emit(Finished(text, self.reply_stats(st, now)))

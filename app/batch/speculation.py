@@ -67,6 +67,15 @@ class BatchSpeculation:
             self.draft = None
 
 
+def accepted_per_pos(spec: Speculation | None) -> list[int]:
+    """How many checks kept the guess at each position, up to the last one any kept."""
+    if spec is None:
+        return []
+    got = spec.pacer.kept_at
+    n = max((i + 1 for i, c in enumerate(got) if c), default=0)
+    return got[:n]
+
+
 def stats_fields(mode: str | None, spec: Speculation | None) -> dict:
     """A reply's speculation as SlotStats and ReplyStats spell it (none when the engine does not
     speculate); a reply that never decoded alone says so where a stepped-aside reason goes."""

@@ -82,6 +82,8 @@ class SlotStats:
     draft_accepted: int = 0
     spec_checks: int = 0
     spec_stepped_aside: str | None = None
+    # How many checks kept their guess at each position (the first guess, the second, ...).
+    draft_accepted_per_pos: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)

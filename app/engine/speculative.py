@@ -111,6 +111,7 @@ class Pacer:
     right: float = 0.0  # guesses that agreed after an agreeing one (decayed counts)
     wrong: float = 0.0  # runs that ended in a miss
     fit: list[float] = field(default_factory=lambda: [0.0] * 5)  # n, sum k, sum k^2, sum dt, sum k*dt
+    kept_at: list[int] = field(default_factory=lambda: [0] * K_MAX)  # checks that kept the guess at i
 
     def plain_step(self, dt: float) -> None:
         self.plain_steps += 1
@@ -128,6 +129,8 @@ class Pacer:
         self.accepted += kept
         self.check_s += dt
         self.check_tokens += kept + 1
+        for i in range(kept):
+            self.kept_at[i] += 1
         self.agreed(kept, kept < drafted)
         f = self.fit
         for i, v in enumerate((1.0, drafted, drafted * drafted, dt, drafted * dt)):

@@ -132,6 +132,9 @@ class _Vllm:
                                     registry=r)
         self.accepted = Counter("vllm:spec_decode_num_accepted_tokens", "Guessed tokens the model kept", m,
                                 registry=r)
+        self.per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos",
+                               "Guessed tokens the model kept, by their position in the guess",
+                               [*m, "position"], registry=r)
 
         def hist(name: str, doc: str, buckets=LATENCY_BUCKETS) -> Histogram:
             return Histogram(name, doc, m, registry=r, buckets=buckets)
@@ -161,6 +164,8 @@ class _Vllm:
         self.drafts.labels(model).inc(st.spec_checks)
         self.draft_tokens.labels(model).inc(st.draft_tokens)
         self.accepted.labels(model).inc(st.draft_accepted)
+        for i, n in enumerate(st.draft_accepted_per_pos):
+            self.per_pos.labels(model, str(i)).inc(n)
         self.prompt_len.labels(model).observe(prompt)
         self.gen_len.labels(model).observe(gen)
         for name, value in (("ttft", st.ttft_from_queue_s), ("e2e", st.total_s), ("queue", st.queue_wait_s),
@@ -204,6 +209,8 @@ class _LlamaCpp:
                                 "Speculative: Total draft tokens accepted by the target model")
         self.drafts = counter("spec_decode_num_drafts",
                               "Speculative: Total speculative decoding verification steps")
+        self.per_pos = Counter("llamacpp:spec_decode_num_accepted_tokens_per_pos",
+                               "Accepted tokens per draft position", ["position"], registry=r)
         self.prompt_rate = gauge("prompt_tokens_seconds", "Average prompt throughput in tokens/s")
         self.predicted_rate = gauge("predicted_tokens_seconds", "Average generation throughput in tokens/s")
         self.processing = gauge("requests_processing", "Number of requests processing")
@@ -230,6 +237,8 @@ class _LlamaCpp:
         self.draft_tokens.inc(st.draft_tokens)
         self.accepted.inc(st.draft_accepted)
         self.drafts.inc(st.spec_checks)
+        for i, n in enumerate(st.draft_accepted_per_pos):
+            self.per_pos.labels(str(i)).inc(n)
         s = self._sums
         s[0] += evaluated
         s[1] += prompt_s

@@ -77,6 +77,8 @@ def test_a_slot_alone_checks_guesses_and_its_reply_is_the_models_choice_in_every
         assert st.slot == 0 and st.completion_tokens == 48
         assert st.spec_mode == "ngram" and st.draft_tokens >= st.draft_accepted > 0
         assert st.spec_checks == len(made.checks) > 0 and st.spec_stepped_aside is None
+        per_pos = st.draft_accepted_per_pos  # a guess is kept only after every one before it
+        assert sum(per_pos) == st.draft_accepted and per_pos == sorted(per_pos, reverse=True)
         assert eng.bctx.holds(0) == len(prompt) + 47  # the rejected guesses' rows are gone
         reply = [lp.token for lp in res.logprobs]
         assert all(lp.token == lp.top[0][0] for lp in res.logprobs)  # each row's own argmax

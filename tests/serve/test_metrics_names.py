@@ -114,7 +114,8 @@ def test_the_panels_live_ttft_quantiles_follow_the_last_minute():
 
 def test_speculation_is_counted_under_llama_servers_and_vllms_spec_decode_names():
     m = ServeMetrics(host())
-    spec = replace(result().stats, spec_mode="ngram", draft_tokens=12, draft_accepted=9, spec_checks=3)
+    spec = replace(result().stats, spec_mode="ngram", draft_tokens=12, draft_accepted=9, spec_checks=3,
+                   draft_accepted_per_pos=[3, 3, 2, 1])
     m.observe(SlotResult("o1", "text", spec))
     m.observe(result())  # a reply that did not speculate adds nothing
     d = scrape(m)
@@ -124,3 +125,6 @@ def test_speculation_is_counted_under_llama_servers_and_vllms_spec_decode_names(
         assert [d["types"][name] for name in names] == ["counter", "counter"]
         assert value(d, f"llamacpp:spec_decode_num_{kind}_total") == n
         assert value(d, f"vllm:spec_decode_num_{kind}_total", **mn) == n
+    for i, n in enumerate([3, 3, 2, 1]):
+        assert value(d, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total", position=str(i)) == n
+        assert value(d, "vllm:spec_decode_num_accepted_tokens_per_pos_total", position=str(i), **mn) == n

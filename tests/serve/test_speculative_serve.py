@@ -66,6 +66,9 @@ def test_an_editing_reply_alone_is_checked_counted_and_the_models_own(spec_serve
         "vllm:spec_decode_num_draft_tokens_total", mn) == t["draft_n"]
     assert grew("llamacpp:spec_decode_num_accepted_tokens_total") == grew(
         "vllm:spec_decode_num_accepted_tokens_total", mn) == t["draft_n_accepted"]
+    per_pos = [grew("llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+                    frozenset({("position", str(i))})) for i in range(8)]
+    assert sum(per_pos) == t["draft_n_accepted"]
     checks = grew("llamacpp:spec_decode_num_drafts_total")
     assert checks == grew("vllm:spec_decode_num_drafts_total", mn) and 0 < checks <= t["draft_n"]
 
