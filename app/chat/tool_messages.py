@@ -89,7 +89,7 @@ def tools_body(tools: ToolCalls) -> dict:
     """The request fields that give a server the tools (OpenAI's names)."""
     forced = tools.choice == "required" and len(tools.tools) == 1 and not tools.parallel
     choice: str | dict = ({"type": "function", "function": {"name": tools.tools[0].name}} if forced
-                          else tools.choice)
+                          else "none" if tools.choice == "answer" else tools.choice)
     return {"tools": [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                         "parameters": t.parameters}} for t in tools.tools],
             "tool_choice": choice, "parallel_tool_calls": tools.parallel}

@@ -17,7 +17,7 @@ reply, where one at a time, each with its result, it goes on to answer.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.chat import builtin_tools
@@ -51,17 +51,22 @@ class ToolSet:
         return name in self.builtin
 
     def calls(self, round_no: int = 0, max_rounds: int = MAX_ROUNDS) -> ToolCalls | None:
-        """What reply `round_no` (0: the turn's first) may call; None: it answers in text."""
-        if not self.active or round_no >= max_rounds - 1:
+        """What reply `round_no` (0: the turn's first) may call; None: it answers in plain text.
+        The last reply of a loop calls nothing but is still held to the format, or a model that
+        has seen calls in its history writes one more as text."""
+        if not self.active:
             return None
         choice = self.choice if round_no == 0 else "auto"
         if choice not in CHOICES:
             choice = {"type": "function", "function": {"name": choice}}  # type: ignore[assignment]
         try:
-            return parse_tools({"tools": self.definitions(), "tool_choice": choice,
-                                "parallel_tool_calls": False})
+            tools = parse_tools({"tools": self.definitions(), "tool_choice": choice,
+                                 "parallel_tool_calls": False})
         except RequestError as e:  # checked when given: only a hand-edited store gets here
             raise ToolSetError(f"the conversation's tools cannot be used: {e.message}") from None
+        if tools is not None and round_no >= max_rounds - 1:
+            return replace(tools, choice="answer")
+        return tools
 
     def label(self) -> str:
         names = [*self.builtin, *(d["function"]["name"] for d in self.declared)]

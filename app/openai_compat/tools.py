@@ -38,7 +38,7 @@ class ToolCalls:
     """How a request's reply is read: the tools it may call, and whether it must call one."""
 
     tools: tuple[Tool, ...]
-    choice: str  # "auto" or "required"
+    choice: str  # "auto", "required", or "answer" (the tools known, none callable: a loop's last reply)
     parallel: bool
 
     def instructions(self) -> str:
@@ -48,10 +48,14 @@ class ToolCalls:
         one = self.tools[0]
         # An example with empty arguments: a small model copies stand-in values ("...") into real calls.
         example = json.dumps({"tool_calls": [{"name": one.name, "arguments": {}}]})
+        answer = ('reply with a JSON object whose "response" string is your reply to the user, in full')
+        if self.choice == "answer":
+            return "\n".join([f"You had these tools: {listed}", f"Call no more tools: {answer}"])
         lines = [f"You have these tools: {listed}",
                  f"When a tool can answer the request, call it: answer with JSON only, like {example}"]
         if self.choice == "auto":
-            lines.append('Only when no tool can help, answer with JSON: {"response": "your answer"}')
+            # No stand-in value here either: after a tool's result the model copied "your answer".
+            lines.append(f"Only when no tool can help, or a tool has already answered, {answer}")
         return "\n".join(lines)
 
     def constraint(self) -> Constraint:
@@ -66,7 +70,7 @@ class ToolCalls:
             return Constraint.json_schema(call)
         text = {"type": "object", "additionalProperties": False, "required": ["response"],
                 "properties": {"response": {"type": "string"}}}
-        return Constraint.json_schema({"anyOf": [call, text]})
+        return Constraint.json_schema(text if self.choice == "answer" else {"anyOf": [call, text]})
 
     def read(self, text: str) -> tuple[str | None, list[dict]]:
         """(content, tool_calls) of a reply in this format; a reply cut before its end (max_tokens)

@@ -86,5 +86,9 @@ def test_the_first_reply_honours_the_choice_and_the_last_one_must_answer_in_text
     assert first.choice == "required" and [t.name for t in first.tools] == [CLOCK]  # the named tool
     later = ts.calls(1)
     assert later.choice == "auto" and {t.name for t in later.tools} == {CALCULATOR, CLOCK}
-    assert ts.calls(MAX_ROUNDS - 1) is None  # no tools: the loop ends in text
+    last = ts.calls(MAX_ROUNDS - 1)  # the loop ends in text, still held to the format it has seen
+    assert last.choice == "answer" and "Call no more tools" in last.instructions()
+    content, calls = last.read('{"response": "It is noon."}')
+    assert (content, calls) == ("It is noon.", [])
+    assert "tool_calls" not in last.constraint().source, "the grammar allows no call"
     assert make_tool_set([CALCULATOR], (), "none").calls(0) is None

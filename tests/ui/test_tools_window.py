@@ -8,7 +8,7 @@ import json
 
 from PySide6.QtWidgets import QDialogButtonBox
 
-from app.chat.tool_set import ToolSet, declared_tools, make_tool_set
+from app.chat.tool_set import MAX_ROUNDS, ToolSet, declared_tools, make_tool_set
 from app.history.store import Store
 from app.ui.chat.tools_chooser import ToolsChooser
 from tests.ui.conftest import small_config
@@ -90,12 +90,20 @@ def test_a_declared_tools_result_is_entered_by_the_user_and_answered(qtbot, make
         win.flow.send()
     assert win.tool_result.isVisible() and "get_weather" in win.tool_result.title.text()
     assert not win.flow.busy and win.flow.conversation.messages[-1].tool_calls
-    win.tool_result.edit.setPlainText("Sunny, 24 °C")
-    win.tool_result.send_button.click()
-    until_answered(qtbot, win)
-    assert not win.tool_result.isVisible()
-    tool = next(m for m in win.flow.conversation.messages if m.role == "tool")
-    assert (tool.content, tool.tool_name) == ("Sunny, 24 °C", "get_weather")
+    sent = 0
+    for _ in range(MAX_ROUNDS):  # the model may call again; the loop's last reply must be text
+        win.tool_result.edit.setPlainText("Sunny, 24 °C")
+        n = len(win.flow.conversation.messages)
+        win.tool_result.send_button.click()
+        sent += 1
+        qtbot.waitUntil(lambda n=n: not win.flow.busy and len(win.flow.conversation.messages) >= n + 2
+                        and win.flow.conversation.messages[-1].role == "assistant", timeout=120_000)
+        if not win.tool_result.isVisible():
+            break
+    until_answered(qtbot, win, timeout=10_000)
+    assert not win.tool_result.isVisible() and win.flow.conversation.messages[-1].content
+    tools = [m for m in win.flow.conversation.messages if m.role == "tool"]
+    assert [(t.content, t.tool_name) for t in tools] == [("Sunny, 24 °C", "get_weather")] * sent
     with Store.open() as s:
         stored = s.get_conversation(win.flow.conversation.id)
-    assert [m.content for m in stored.messages if m.role == "tool"] == ["Sunny, 24 °C"]
+    assert [m.content for m in stored.messages if m.role == "tool"] == ["Sunny, 24 °C"] * sent
