@@ -49,8 +49,8 @@ class ToolCalls:
         # An example with empty arguments: a small model copies stand-in values ("...") into real calls.
         example = json.dumps({"tool_calls": [{"name": one.name, "arguments": {}}]})
         answer = ('reply with a JSON object whose "response" string is your reply to the user, in full')
-        if self.choice == "answer":
-            return "\n".join([f"You had these tools: {listed}", f"Call no more tools: {answer}"])
+        if self.choice == "answer":  # the same first line: the prompt's cached prefix still holds
+            return "\n".join([f"You have these tools: {listed}", f"Call no more tools now: {answer}"])
         lines = [f"You have these tools: {listed}",
                  f"When a tool can answer the request, call it: answer with JSON only, like {example}"]
         if self.choice == "auto":
