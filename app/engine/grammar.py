@@ -51,8 +51,8 @@ ANY_OBJECT = {"type": "object"}
 # object can fill its whole budget with newlines (seen with the bundled 270M model).
 JSON_OPTIONS: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ", ",
                                     "key_separator": ": "}
-_COMPILED_MAX = 128
-MAX_DIGIT_RUN = 24  # distinct grammars kept compiled (a server's clients reuse a few schemas)
+_COMPILED_MAX = 128  # distinct grammars kept compiled (a server's clients reuse a few schemas)
+MAX_DIGIT_RUN = 20  # the digits of every 64-bit integer; a double's shortest form needs 17
 
 
 class GrammarError(EngineError):

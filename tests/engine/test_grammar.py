@@ -92,3 +92,24 @@ def test_the_batch_engine_keeps_each_slot_to_its_own_constraint(model_path):
     assert res["json"].stats.grammar_ms_per_token > 0 and res["free"].stats.grammar_ms_per_token is None
     assert res["free"].text and res["bad"].stats.error_kind == "invalid_request"
     assert "uniqueItems" in res["bad"].stats.error
+
+
+def test_a_json_number_ends_at_the_digit_cap_but_holds_every_64_bit_integer(engine):
+    """A small model that starts "1000" can write zeros until max_tokens cuts the JSON: past
+    MAX_DIGIT_RUN digits a digit is refused wherever the grammar allows anything else."""
+    import numpy as np
+
+    from app.engine.grammar import MAX_DIGIT_RUN, GrammarMatcher
+
+    llm = engine.model.llm
+    (one,), (zero,) = (llm.tokenize(d, add_bos=False, special=False) for d in (b"1", b"0"))
+    g = GrammarMatcher(Constraint.json_schema({"type": "integer"}), engine.decoder.vocab, llm.n_vocab())
+    assert len(str(2**64 - 1)) <= MAX_DIGIT_RUN, "every uint64 fits under the cap"
+    g.accept(one)
+    for _ in range(MAX_DIGIT_RUN - 1):
+        assert g.allows(zero)
+        g.accept(zero)
+    assert not g.allows(zero) and not g.allows(one)
+    row = np.zeros(llm.n_vocab(), dtype=np.float32)
+    g.mask_row(row)
+    assert row[zero] == -np.inf and np.isfinite(row).any(), "the number may end, not grow"
