@@ -36,6 +36,7 @@ from app.commands.common import (
     engine_target,
     note,
     sampling,
+    speculative_mode,
 )
 from app.engine.control import CancelToken
 from app.engine.errors import GenerationError
@@ -200,13 +201,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--tool-choice is empty")
     if args.tool_result is None and not args.prompt.strip():
         raise ValueError("the prompt is empty")
-    spec = args.speculative or ("draft" if args.draft_model else "off")
-    if spec == "draft" and not args.draft_model:
-        raise ValueError("--speculative draft needs --draft-model FILE")
-    if args.draft_model and spec != "draft":
-        raise ValueError(f"--draft-model guesses with --speculative draft, not {spec}")
-    settings = replace(sampling(args), constraint=reply_constraint(args),
-                       speculative=None if spec == "off" else spec)
+    settings = replace(sampling(args), constraint=reply_constraint(args), speculative=speculative_mode(args))
     endpoint = endpoint_from_args(args)  # a bad URL or key is refused before anything opens
     if endpoint is not None and (settings.speculative or args.draft_model):
         raise ValueError("--speculative and --draft-model decode a local --model; a server "
