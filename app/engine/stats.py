@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields
 
 # Below this many prompt tokens the prefill is shown as the time it took, not a rate.
 PREFILL_RATE_MIN_TOKENS = 32
-SPEC_LABELS = {"ngram": "prompt lookup", "draft": "draft model"}
+SPEC_LABELS = {"ngram": "prompt lookup", "draft": "draft model", "server": "the server's guesses"}
 # Why the reply ended, in words ("stop: stop" read as a stutter).
 ENDINGS = {"stop": "finished", "length": "max tokens reached", "cancelled": "stopped",
            "error": "failed"}
@@ -50,10 +50,10 @@ class ReplyStats:
     # Time keeping the reply to its constraint (checking, masking, redrawing) per generated
     # token, part of every decode step; None for a free-text reply.
     grammar_ms_per_token: float | None = None
-    # Speculative decoding (app.engine.speculative): how it guessed ("ngram", "draft"; None: it
-    # did not), the guesses the model checked and kept, the checks, why it stepped aside (None:
-    # it did not), and the rate this reply would have decoded at without it, from the measured
-    # cost of a one-token step.
+    # Speculative decoding (app.engine.speculative): how it guessed ("ngram", "draft", "server"
+    # for a remote server's timings.draft_n; None: it did not), the guesses the model checked
+    # and kept, the checks, why it stepped aside (None: it did not), and the rate this reply
+    # would have decoded at without it, from the measured cost of a one-token step.
     spec_mode: str | None = None
     draft_tokens: int = 0
     draft_accepted: int = 0
@@ -234,8 +234,10 @@ def speculation_words(mode: str, drafted: int, accepted: int, checks: int, speed
                       stepped_aside: str | None) -> str:
     """Speculation in one line, live in the gauges and after in the footer and exports alike."""
     label = SPEC_LABELS.get(mode, mode)
-    kept = (f"{accepted} of {drafted} guesses kept ({100 * accepted / drafted:.0f}%), "
-            f"{accepted / checks:.1f} per check" if drafted and checks else "no guesses yet")
+    kept = (f"{accepted} of {drafted} guesses kept ({100 * accepted / drafted:.0f}%)" if drafted
+            else "no guesses yet")
+    if drafted and checks:  # a server reports no checks (llama-server's timings have none)
+        kept += f", {accepted / checks:.1f} per check"
     speed = f", {speedup:.2f}x" if speedup else ""
     aside = f"; stepped aside: {stepped_aside}" if stepped_aside else ""
     return f"{label}: {kept}{speed}{aside}"

@@ -280,6 +280,12 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
     wall = None
     if t_first is not None and t_last is not None and t_last > t_first and counted > 1:
         wall = (counted - 1) / (t_last - t_first)
+    drafted = figures.count("draft_n", tm.get("draft_n"))
+    accepted = figures.count("draft_n_accepted", tm.get("draft_n_accepted"))
+    if drafted is not None and accepted is not None and accepted > drafted:
+        figures.drop("draft_n_accepted", accepted, f"more than the {drafted} guesses")
+        accepted = None
+    speculated = bool(drafted) and accepted is not None
     kv = None
     if info.kind in LLAMA_CPP_KINDS and prompt is not None and decode_n is not None:
         kv = prompt + decode_n  # what the request's slot holds afterwards
@@ -292,6 +298,8 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
         total_s=end - t0, kv_used=kv, n_ctx=info.n_ctx, stop_reason=stop_reason,
         prompt_tokens=prompt, wall_decode_tok_s=wall,
         source=f"{info.kind} at {ep.host}",
+        spec_mode="server" if speculated else None, draft_tokens=drafted or 0,
+        draft_accepted=(accepted or 0) if speculated else 0,
     )
 
 

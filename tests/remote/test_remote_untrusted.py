@@ -198,3 +198,19 @@ def test_a_key_no_header_can_carry_is_refused_up_front_without_showing_it(key):
         Endpoint.parse("http://127.0.0.1:9/v1", key)
     msg = str(e.value)
     assert "\n" not in msg and key.split("\n")[0] not in msg and "API key" in msg
+
+
+def test_a_speculating_servers_guesses_are_shown_and_an_impossible_count_is_not(server):
+    def finish(timings: str) -> str:
+        return (_sse(HELLO, tail="") + 'data: {"choices": [{"index": 0, "delta": {}, '
+                f'"finish_reason": "stop"}}], "timings": {timings}}}\n\n' + DONE)
+
+    st = _reply(server(_stream(finish('{"draft_n": 40, "draft_n_accepted": 30}')))).stats
+    assert (st.spec_mode, st.draft_tokens, st.draft_accepted) == ("server", 40, 30)
+    assert "the server's guesses: 30 of 40 guesses kept (75%)" in st.speculation()
+    notes: list[str] = []
+    bad = _reply(server(_stream(finish('{"draft_n": 4, "draft_n_accepted": 9}'))), notes).stats
+    assert bad.spec_mode is None and bad.speculation() is None
+    assert any("draft_n_accepted" in n for n in notes)
+    plain = _reply(server(_stream(finish('{"draft_n": 0, "draft_n_accepted": 0}')))).stats
+    assert plain.spec_mode is None, "a server that checked no guesses did not speculate"
