@@ -32,6 +32,7 @@ from app.commands.common import (
     add_endpoint_args,
     add_model_args,
     add_sampling_args,
+    add_speculative_args,
     endpoint_from_args,
     engine_target,
     note,
@@ -85,14 +86,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_model_args(p)
     add_endpoint_args(p)
     add_sampling_args(p)
-    p.add_argument("--speculative", choices=("off", "ngram", "draft"), default=None,
-                   help="ngram: guess the next tokens from the conversation's own text and check "
-                        "them in one pass (pays on rewrites, fixes and edits); draft: guess with "
-                        "--draft-model. Either steps aside by itself when it does not pay. A local "
-                        "--model only")
-    p.add_argument("--draft-model", metavar="FILE",
-                   help="a smaller GGUF with the model's vocabulary that guesses for it (implies "
-                        "--speculative draft)")
+    add_speculative_args(p, "with a local --model only")
     return p
 
 

@@ -121,6 +121,17 @@ def sampling(args: argparse.Namespace) -> GenerationSettings:
     return s
 
 
+def add_speculative_args(p: argparse.ArgumentParser, when: str) -> None:
+    """--speculative and --draft-model, as ask and serve take them; `when` says when it guesses."""
+    p.add_argument("--speculative", choices=("off", "ngram", "draft"), default=None,
+                   help=f"{when}, guess the next tokens and check them in one pass: ngram from the "
+                        "text's own earlier tokens (pays on rewrites, fixes and edits), draft with "
+                        "--draft-model; it steps aside by itself when it does not pay (default off)")
+    p.add_argument("--draft-model", metavar="FILE",
+                   help="a smaller GGUF with the model's vocabulary that guesses for it (implies "
+                        "--speculative draft)")
+
+
 def speculative_mode(args: argparse.Namespace) -> str | None:
     """--speculative and --draft-model as one mode (None: off); a draft file implies "draft"."""
     mode = args.speculative or ("draft" if args.draft_model else "off")

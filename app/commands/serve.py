@@ -17,7 +17,14 @@ from pathlib import Path
 
 from app.batch.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
 from app.batch.engine import ONLINE_RESERVE
-from app.commands.common import add_model_args, check_range, load_options, note, speculative_mode
+from app.commands.common import (
+    add_model_args,
+    add_speculative_args,
+    check_range,
+    load_options,
+    note,
+    speculative_mode,
+)
 from app.engine.stats import SPEC_LABELS
 from app.errors import LlamaDeskError
 from app.remote.errors import EndpointConfigError
@@ -56,14 +63,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--max-waiting", type=int, default=64, metavar="N",
                    help="online requests that may wait for a slot; past it, 429 (default 64)")
     add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot", several=True)
-    p.add_argument("--speculative", choices=("off", "ngram", "draft"), default=None,
-                   help="while a request decodes alone (no other slot busy, none waiting), guess its next "
-                        "tokens and check them in one pass: ngram from its own prompt and reply (pays on "
-                        "rewrites, fixes and edits), draft with --draft-model; it steps aside by itself "
-                        "when it does not pay (default off)")
-    p.add_argument("--draft-model", metavar="FILE",
-                   help="a smaller GGUF with the model's vocabulary that guesses for it (implies "
-                        "--speculative draft)")
+    add_speculative_args(p, "while a request decodes alone (no other slot busy, none waiting)")
     g = p.add_argument_group("several models (any of these, or --model more than once: each model is loaded "
                              "when a request names it)")
     g.add_argument("--models-dir", metavar="DIR",

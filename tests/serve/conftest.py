@@ -27,9 +27,14 @@ def serve(model_path):
     srv.stop()
 
 
-@pytest.fixture
-def client(serve):
+def openai_client(srv: Process):
+    """The official openai client on a started server, no retries (a test sees every refusal)."""
     from openai import OpenAI
 
-    with OpenAI(base_url=serve.base + "/v1", api_key="unused", max_retries=0) as c:
+    return OpenAI(base_url=srv.base + "/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture
+def client(serve):
+    with openai_client(serve) as c:
         yield c

@@ -13,7 +13,7 @@ import pytest
 
 from tests.engine.test_speculative import EDIT
 from tests.remote.servers import free_port
-from tests.serve.conftest import MODEL_ID, start_serve
+from tests.serve.conftest import MODEL_ID, openai_client, start_serve
 from tests.serve.harness import serve_args, serve_env
 from tests.serve.test_metrics_scrape import scrape
 
@@ -33,9 +33,7 @@ def spec_serve(model_path):
 
 @pytest.fixture
 def spec_client(spec_serve):
-    from openai import OpenAI
-
-    with OpenAI(base_url=spec_serve.base + "/v1", api_key="unused", max_retries=0) as c:
+    with openai_client(spec_serve) as c:
         yield c
 
 
@@ -141,12 +139,10 @@ def test_timings_carry_llama_servers_draft_fields_only_from_a_speculating_server
 
 def test_a_draft_model_guesses_for_a_request_alone(model_path):
     """The bundled model drafting for itself: the wiring of --draft-model, whose guesses are kept."""
-    from openai import OpenAI
-
     srv = start_serve(model_path, tempfile.mkdtemp(prefix="llamadesk-draft-"), "--parallel", "1",
                       "--draft-model", str(model_path))
     try:
-        with OpenAI(base_url=srv.base + "/v1", api_key="unused", max_retries=0) as c:
+        with openai_client(srv) as c:
             r = _complete(c, 24)
     finally:
         srv.stop()
