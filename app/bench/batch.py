@@ -4,7 +4,7 @@ Both halves run in one process on one loaded model, because absolute tok/s
 on a shared machine drift between minutes; only the ratio measured in one run
 means anything. Prefill is included on both sides: a batch user pays it too.
 
-The slot sweep below is how DEFAULT_SLOTS (app/batch/engine.py) is chosen:
+The slot sweep below is how DEFAULT_SLOTS (app/slots/engine.py) is chosen:
 rerun it on the target machine before changing that default.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 import time
 
-from app.batch.engine import DEFAULT_SLOTS, BatchEngine
-from app.batch.types import BatchProgress, SlotRequest
+from app.slots.engine import DEFAULT_SLOTS, BatchEngine
+from app.slots.types import BatchProgress, SlotRequest
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadOptions, load_model
 from app.engine.models import resolve_model

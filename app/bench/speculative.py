@@ -12,7 +12,7 @@ tokens kept a check, replies where speculation stepped aside, and how well
 the gauges' "rate without it" (from the measured step costs) predicted the
 plain replies' real rate.
 
-The editing set is then answered by the server's engine (app.batch) with one
+The editing set is then answered by the server's engine (app.slots) with one
 client, so every step is a slot decoding alone, with and without
 speculation in the same context: `server_editing`, the figure a local
 `llamadesk serve --speculative ngram` gives one client (its
@@ -25,9 +25,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, replace
 
-from app.batch.engine import BatchEngine
-from app.batch.speculation import BatchSpeculation
-from app.batch.types import SlotRequest
+from app.slots.engine import BatchEngine
+from app.slots.speculation import BatchSpeculation
+from app.slots.types import SlotRequest
 from app.bench.speculative_set import CHAT, EDITING
 from app.chat.local_engine import LocalChatEngine
 from app.chat.reply import Reply

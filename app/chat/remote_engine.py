@@ -17,7 +17,7 @@ from app.engine.control import CancelToken, EventSink
 from app.engine.prompt import PromptMessage, ToolCall, TranscriptFormat
 from app.engine.sampling import GenerationSettings
 from app.openai_compat.tools import ToolCalls
-from app.remote import http as remote_http
+from app.remote import transport as remote_http
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError
 from app.remote.server import ServerInfo, probe

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.batch.types import RequestDone, SlotRequest
+from app.slots.types import RequestDone, SlotRequest
 from app.chat.budget import Fit, fit_history
 from app.chat.reply import Reply
 from app.engine.control import CancelToken

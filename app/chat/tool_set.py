@@ -22,7 +22,7 @@ from pathlib import Path
 
 from app.chat import builtin_tools
 from app.errors import LlamaDeskError
-from app.openai_compat.errors import RequestError
+from app.openai_compat.refusal import RequestError
 from app.openai_compat.tools import ToolCalls, parse_tools
 
 CHOICES = ("auto", "required", "none")  # or one tool's name

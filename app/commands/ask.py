@@ -44,7 +44,7 @@ from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
 from app.engine.grammar import Constraint, compile_grammar
 from app.engine.prompt import PromptMessage, ToolCall
-from app.history.export.tool_parts import pretty_arguments
+from app.rendering.tool_parts import pretty_arguments
 from app.history.store import Store
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError

@@ -12,10 +12,10 @@ import sys
 import threading
 import time
 
-from app.batch.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
-from app.batch.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, ONLINE_RESERVE, BatchEngine
-from app.batch.types import BatchProgress
-from app.batchfile.job import BatchJob, JobSummary
+from app.slots.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
+from app.slots.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, ONLINE_RESERVE, BatchEngine
+from app.slots.types import BatchProgress
+from app.batch_jsonl.job import BatchJob, JobSummary
 from app.commands.common import (
     add_endpoint_args,
     add_model_args,
@@ -29,7 +29,7 @@ from app.commands.common import (
 from app.remote.endpoint import Endpoint
 
 MAX_PARALLEL = MAX_SEQ - ONLINE_RESERVE  # one sequence stays free for chat turns
-MAX_REMOTE_PARALLEL = 256  # app.remote.batch's bound: more in flight only queues on the server
+MAX_REMOTE_PARALLEL = 256  # app.remote.slot_backend's bound: more in flight only queues on the server
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_remote(args: argparse.Namespace, job: BatchJob, endpoint: Endpoint) -> int:
     """The same job, journal and summary, with the server doing the batching."""
     from app.chat.remote_engine import RemoteChatEngine
-    from app.remote.batch import RemoteBatchEngine
+    from app.remote.slot_backend import RemoteBatchEngine
 
     chat = RemoteChatEngine(endpoint, args.remote_model, notice=note, prompt_format=args.remote_format)
     try:

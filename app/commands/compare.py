@@ -84,7 +84,7 @@ def _prompts(args: argparse.Namespace) -> list[str]:
     if args.prompts and args.prompt:
         raise ValueError("give PROMPT or --prompts FILE, not both")
     if args.prompts:
-        from app.batchfile.requests import read_input
+        from app.batch_jsonl.requests import read_input
 
         items = read_input(args.prompts, sampling(args))
         bad = [it for it in items if it.error]

@@ -40,7 +40,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _remote(args: argparse.Namespace) -> int:
-    from app.remote import http as remote_http
+    from app.remote import transport as remote_http
     from app.remote.server import probe
 
     if args.paths:

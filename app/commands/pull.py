@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     check_range("--parts", args.parts, 1, 16)
     check_range("--ctx", args.ctx, 16)
     check_range("--gpu-layers", args.gpu_layers, -1)
-    from app.hub.http import client
+    from app.hub.ranged import client
 
     with client() as http:
         p = pull.plan(http, args.spec, args.revision, args.ctx, args.gpu_layers)

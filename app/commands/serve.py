@@ -2,7 +2,7 @@
 
 Everything that can be wrong with the setting is found before the model
 loads, each as one line: the arguments, the key, the data folder and its
-database (app.serve.batch_store), and the port, which is bound here first so
+database (app.serve.batch_api_store), and the port, which is bound here first so
 a port in use is said at once instead of after the load, in uvicorn's words.
 """
 
@@ -15,8 +15,8 @@ import logging
 import socket
 from pathlib import Path
 
-from app.batch.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
-from app.batch.engine import ONLINE_RESERVE
+from app.slots.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
+from app.slots.engine import ONLINE_RESERVE
 from app.commands.common import (
     add_model_args,
     add_speculative_args,
@@ -152,7 +152,7 @@ def _log_requests_to_terminal() -> None:
 
 def _data_store():
     from app import paths
-    from app.serve.batch_store import BatchStore, StoreError, reason
+    from app.serve.batch_api_store import BatchStore, StoreError, reason
 
     try:
         folder = paths.data_dir() / "serve"
@@ -234,7 +234,7 @@ def _speculation(mode: str | None, draft_path: str | None, model, opts, slot_ctx
         return None
     from dataclasses import replace
 
-    from app.batch.speculation import BatchSpeculation
+    from app.slots.speculation import BatchSpeculation
     from app.engine.draft import draft_for
     from app.engine.loader import load_model
     from app.engine.models import resolve_model

@@ -3,7 +3,7 @@
 The window, the CLI, the benchmarks and the tests all drive this same code,
 so what the gauges show is what the command line measures.
 
-Threads (the one rule; app.engine and app.batch refer to it):
+Threads (the one rule; app.engine and app.slots refer to it):
 
 - A loaded model (weights and vocabulary) is read-only once loaded and is
   shared: tokenizing, and creating another context on it, may happen on any
@@ -18,5 +18,5 @@ Threads (the one rule; app.engine and app.batch refer to it):
   window stops a batch before it reloads or closes the model).
 - Safe from any thread: CancelToken.cancel; BatchEngine.submit_many,
   submit_online, pause, resume, cancel and cancel_request (they only take the
-  engine's scheduler lock, app.batch.scheduler).
+  engine's scheduler lock, app.slots.scheduler).
 """

@@ -32,7 +32,7 @@ GGML_NONE, GGML_DEBUG, GGML_INFO, GGML_WARN, GGML_ERROR, GGML_CONT = range(6)
 _LEVELS = {GGML_NONE: logging.INFO, GGML_DEBUG: logging.DEBUG, GGML_INFO: logging.INFO,
            GGML_WARN: logging.WARNING, GGML_ERROR: logging.ERROR}
 # What llama.cpp reports as errors when LlamaDesk aborts a batch step on purpose for an online
-# request (app.batch.engine; 1 is GGML_STATUS_ABORTED, 2 llama_decode's "aborted").
+# request (app.slots.engine; 1 is GGML_STATUS_ABORTED, 2 llama_decode's "aborted").
 EXPECTED_PREFIXES = ("decode: removing memory module entries", "llama_decode: failed to decode, ret = 2",
                      "graph_compute: ggml_backend_sched_graph_compute_async failed with error 1",
                      "process_ubatch: failed to compute graph, compute status: 1")

@@ -14,7 +14,7 @@ from app.engine.errors import ModelFileError
 from app.engine.gguf import GGUFHeader, HeaderNeedsMore, header_from_prefix
 from app.hub.api import RemoteFile
 from app.hub.errors import HubError
-from app.hub.http import ranged
+from app.hub.ranged import ranged
 
 FIRST = 1 << 20
 LIMIT = 256 << 20  # no real header is this long; a file that claims one is refused

@@ -61,7 +61,7 @@ def search(text: str, limit: int = 10, n_ctx: int = 4096, gpu_layers: int = -1) 
                                                expand=["downloads", "likes", "gated"]))
     layers = gpu_layers_used(gpu_layers)
     ram, vram = free_ram(), free_vram()
-    from app.hub.http import client
+    from app.hub.ranged import client
 
     with client() as http, ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(lambda m: _repo(http, m, n_ctx, layers, ram, vram), found))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.openai_compat.errors import RequestError, bad
+from app.openai_compat.refusal import RequestError, bad
 from app.openai_compat.fields import is_text
 
 URL = "/v1/embeddings"

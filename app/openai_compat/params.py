@@ -19,7 +19,7 @@ from app.engine.grammar import Constraint, GrammarError, compile_grammar
 from app.engine.logprobs import MAX_TOP
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
-from app.openai_compat.errors import RequestError, bad
+from app.openai_compat.refusal import RequestError, bad
 from app.openai_compat.fields import is_text, messages, real, settings_from_body, show, whole
 from app.openai_compat.tools import ToolCalls, parse_tools
 

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 
 from app.engine.grammar import Constraint
-from app.openai_compat.errors import RequestError, bad
+from app.openai_compat.refusal import RequestError, bad
 from app.openai_compat.fields import is_text
 
 MAX_PARALLEL = 8  # calls in one reply when parallel calls are allowed: a bound keeps a reply finite

@@ -13,7 +13,7 @@ import httpx
 
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError
-from app.remote.http import get_json, try_json
+from app.remote.transport import get_json, try_json
 
 LLAMA_SERVER, VLLM, OLLAMA, OPENAI = "llama-server", "vLLM", "Ollama", "OpenAI-compatible"
 LLAMADESK = "llamadesk serve"

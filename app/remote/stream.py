@@ -26,7 +26,7 @@ from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError, RemoteError
-from app.remote.http import MALFORMED, Notice, open_stream, parse_data, transport_reason
+from app.remote.transport import MALFORMED, Notice, open_stream, parse_data, transport_reason
 from app.remote.server import LLAMA_CPP_KINDS, VLLM, ServerInfo
 from app.remote.tool_deltas import ToolCallDeltas
 

@@ -1,7 +1,7 @@
 """The whole server, put together: which routers, which state, which middleware.
 
 Each resource has its router (online, files, batches) and shares the HTTP
-rules of app.serve.http; this module is the only one that knows them all, so
+rules of app.serve.http_rules; this module is the only one that knows them all, so
 none of them imports another, and the Batch API is there only when the
 server has a folder to keep its files in.
 
@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse, Response
 
 from app.engine.sampling import GenerationSettings
 from app.serve import batches, embeddings, files, online, responses
-from app.serve.batch_runs import BatchRuns, OneHost
-from app.serve.batch_store import BatchStore, StoreError
+from app.serve.batch_api_runs import BatchRuns, OneHost
+from app.serve.batch_api_store import BatchStore, StoreError
 from app.serve.engine_host import ServeEngine
 from app.serve.guard import Guard, HostRule
-from app.serve.http import KeyCheck, add_error_handlers
+from app.serve.http_rules import KeyCheck, add_error_handlers
 from app.serve.metrics import CONTENT_TYPE, ServeMetrics
 from app.serve.request_log import RequestLog
 from app.serve.side_engine import SideEngine

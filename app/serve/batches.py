@@ -20,11 +20,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from app.batchfile.requests import CHAT_URL
+from app.batch_jsonl.requests import CHAT_URL
 from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
-from app.serve.batch_runs import BatchRuns
-from app.serve.batch_store import BatchStore
-from app.serve.http import ApiError, bad, not_found, only_query, page, printable, read_json
+from app.serve.batch_api_runs import BatchRuns
+from app.serve.batch_api_store import BatchStore
+from app.serve.http_rules import ApiError, bad, not_found, only_query, page, printable, read_json
 from app.serve.protocol import BatchList, BatchObject, batch_list, batch_object
 
 router = APIRouter()

@@ -26,9 +26,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.batch.engine import BatchEngine
-from app.batch.speculation import BatchSpeculation
-from app.batch.types import BatchProgress, RequestDone, RequestStarted, SlotRequest, SlotResult, SlotStats
+from app.slots.engine import BatchEngine
+from app.slots.speculation import BatchSpeculation
+from app.slots.types import BatchProgress, RequestDone, RequestStarted, SlotRequest, SlotResult, SlotStats
 from app.engine.errors import EngineError
 from app.engine.loader import LoadedModel
 
@@ -37,7 +37,7 @@ TTFT_WINDOW_S = 60.0
 # The server's KV layout: one unified cache. Chat clients come and go, so the busy sequences are
 # seldom consecutive, and per-slot streams then read the weights once per run of consecutive
 # sequences in every step; a unified cache is one ubatch whatever is busy, and a prefix shared
-# between slots is the same cells, not a copied stream (app.batch.context; bench --serve).
+# between slots is the same cells, not a copied stream (app.slots.context; bench --serve).
 SERVE_KV_UNIFIED = True
 Sink = Callable[[object], None]  # receives engine events, then the RequestDone
 _ids = itertools.count(1)
@@ -96,8 +96,8 @@ class ServeEngine:
                  prompt_cache: bool = True, kv_unified: bool = SERVE_KV_UNIFIED,
                  speculation: BatchSpeculation | None = None):
         """`prompt_cache`: the format's shared prefix is loaded from and saved to the user's disk
-        prompt cache, as the window does; `kv_unified`: the KV layout (app.batch.context);
-        `speculation`: a slot decoding alone guesses (app.batch.speculation; its owner closes it)."""
+        prompt cache, as the window does; `kv_unified`: the KV layout (app.slots.context);
+        `speculation`: a slot decoding alone guesses (app.slots.speculation; its owner closes it)."""
         self.model = model
         self.speculation = speculation
         self._options = {"prompt_cache": prompt_cache, "kv_unified": kv_unified}

@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from app.batch.types import RequestDone
+from app.slots.types import RequestDone
 
 
 class EventPipe:

@@ -25,8 +25,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 
-from app.serve.batch_store import BatchStore, reason
-from app.serve.http import ApiError, bad, not_found, only_query, page, printable, read_form
+from app.serve.batch_api_store import BatchStore, reason
+from app.serve.http_rules import ApiError, bad, not_found, only_query, page, printable, read_form
 from app.serve.protocol import file_list, file_object
 
 MAX_FILE = 200 * 1024 * 1024

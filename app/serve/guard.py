@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
 
-from app.serve.http import ApiError, error_response, printable, refused
+from app.serve.http_rules import ApiError, error_response, printable, refused
 
 LOOPBACK_NAMES = ("localhost",)
 WILDCARDS = ("0.0.0.0", "::", "")

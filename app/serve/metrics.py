@@ -27,7 +27,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from app.batch.types import SlotResult
+from app.slots.types import SlotResult
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STEPS = (1, 1.25, 1.6, 2, 2.5, 3.2, 4, 5, 6.3, 8)

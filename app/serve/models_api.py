@@ -42,17 +42,17 @@ from typing import cast
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.batch.engine import ONLINE_RESERVE
+from app.slots.engine import ONLINE_RESERVE
 from app.engine.gguf import GGUFHeader, read_header
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
 from app.hub.fit import predict
 from app.serve import batches, files, protocol
 from app.serve.api import create_app, front_door
-from app.serve.batch_runs import BatchRuns
-from app.serve.batch_store import BatchStore
+from app.serve.batch_api_runs import BatchRuns
+from app.serve.batch_api_store import BatchStore
 from app.serve.engine_host import ServeEngine
-from app.serve.http import ApiError, read_json, read_json_bytes
+from app.serve.http_rules import ApiError, read_json, read_json_bytes
 from app.serve.metrics import CONTENT_TYPE, ServeMetrics
 from app.serve.metrics_models import PoolMetrics
 from app.serve.pool import AllBusy, ModelPool, ModelSpec, NotServed, PoolError, PoolEvents

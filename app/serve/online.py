@@ -24,14 +24,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
-from app.batch.types import RequestDone, SlotRequest, SlotResult
+from app.slots.types import RequestDone, SlotRequest, SlotResult
 from app.engine.events import TextDelta
 from app.engine.logprobs import Pieces
 from app.engine.sampling import GenerationSettings
 from app.serve import logprob_shapes, protocol
 from app.serve.engine_host import Busy, ServeEngine
 from app.serve.fan import EventPipe, Fan
-from app.serve.http import ApiError, bad, error_response, read_json, refused
+from app.serve.http_rules import ApiError, bad, error_response, read_json, refused
 from app.serve.metrics import ServeMetrics
 from app.serve.openai_params import Parsed, parse
 from app.serve.request_log import served

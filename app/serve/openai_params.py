@@ -1,16 +1,16 @@
 """The server's side of app.openai_compat's request checks: a refusal becomes an HTTP error.
 
 The checks themselves live below the server, so batch files and Batch API
-lines go through exactly the same ones (app.batchfile.requests).
+lines go through exactly the same ones (app.batch_jsonl.requests).
 """
 
 from __future__ import annotations
 
 from app.engine.sampling import GenerationSettings
-from app.openai_compat.errors import RequestError
+from app.openai_compat.refusal import RequestError
 from app.openai_compat.params import Parsed
 from app.openai_compat.params import parse as parse_body
-from app.serve.http import ApiError
+from app.serve.http_rules import ApiError
 
 
 def parse(body, kind: str, defaults: GenerationSettings) -> Parsed:

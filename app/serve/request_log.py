@@ -1,5 +1,5 @@
 """The one line the server's log keeps for each request it answered (a refusal's is
-app.serve.http.refused): what an operator greps for when a client says it was slow or wrong."""
+app.serve.http_rules.refused): what an operator greps for when a client says it was slow or wrong."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from app.batch.types import SlotStats
+from app.slots.types import SlotStats
 
 log = logging.getLogger("llamadesk.serve.requests")
 

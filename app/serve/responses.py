@@ -25,12 +25,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
-from app.batch.types import RequestDone, SlotResult
+from app.slots.types import RequestDone, SlotResult
 from app.engine.events import TextDelta
 from app.openai_compat.answer import assistant_message
 from app.openai_compat.tools import ToolCalls
 from app.serve.fan import Fan
-from app.serve.http import ApiError, bad, error_response, read_json, refused
+from app.serve.http_rules import ApiError, bad, error_response, read_json, refused
 from app.serve.online import OnlineAPI
 from app.serve.openai_params import Parsed, parse
 from app.serve.request_log import served

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from app.batchfile.requests import BatchInputError, read_input
+from app.batch_jsonl.requests import BatchInputError, read_input
 from app.cli import main
 from app.engine.sampling import GenerationSettings
 

@@ -10,8 +10,8 @@ import re
 import jsonschema
 import pytest
 
-from app.batch.engine import BatchEngine
-from app.batch.types import SlotRequest
+from app.slots.engine import BatchEngine
+from app.slots.types import SlotRequest
 from app.engine.grammar import Constraint, GrammarError, compile_grammar
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings

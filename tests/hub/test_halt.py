@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from app.hub import library, pull
-from app.hub.http import client
+from app.hub.ranged import client
 from app.hub.journal import Ranges
 from tests.hub.conftest import TINY
 from tests.hub.helpers import byte_ranges, journal_ranges, sha256

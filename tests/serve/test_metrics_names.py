@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.batch.types import SlotResult, SlotStats
+from app.slots.types import SlotResult, SlotStats
 from app.serve.engine_host import HostStats
 from app.serve.metrics import LATENCY_BUCKETS, ServeMetrics, decades
 

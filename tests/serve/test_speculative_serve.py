@@ -129,7 +129,7 @@ def test_a_draft_model_of_another_vocabulary_is_refused_in_one_line(model_path, 
 
 
 def test_timings_carry_llama_servers_draft_fields_only_from_a_speculating_server():
-    from app.batch.types import SlotStats
+    from app.slots.types import SlotStats
     from app.serve.protocol import timings
 
     t = timings(SlotStats(completion_tokens=9, spec_mode="ngram", draft_tokens=7, draft_accepted=5))

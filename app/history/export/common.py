@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.history import timestamps
-from app.history.export.rendering import json_markdown
-from app.history.export.tool_parts import message_markdown
+from app.rendering.markdown_html import json_markdown
+from app.rendering.tool_parts import message_markdown
 from app.history.records import INTERRUPTED, JSON_REPLY, StoredConversation, StoredMessage
 
 ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
@@ -28,7 +28,7 @@ def marks(m: StoredMessage) -> list[str]:
 
 def reply_markdown(m: StoredMessage) -> str:
     """A reply's text as Markdown: a reply held to JSON as its JSON code block, else as written;
-    its tool calls, or a tool's result, as what they are (app.history.export.tool_parts)."""
+    its tool calls, or a tool's result, as what they are (app.rendering.tool_parts)."""
     text = json_markdown(m.content) if m.format == JSON_REPLY and m.content else m.content
     return message_markdown(m, text)
 

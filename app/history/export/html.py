@@ -1,7 +1,7 @@
 """HTML export: one self-contained page that opens in any browser, read as the window shows it.
 
 A reply is rendered from Markdown by the window's own renderer
-(app.history.export.rendering: the same parse, the same Pygments colours,
+(app.rendering.markdown_html: the same parse, the same Pygments colours,
 tables), and a person's message is shown as typed with its code blocks boxed,
 as in the window's "You" bubble. Every figure is the footer's: the summary
 line is ReplyStats.summary, and the table under it ReplyStats.details, the
@@ -20,7 +20,7 @@ from __future__ import annotations
 from html import escape
 
 from app.history.export.common import ROLE_NAMES, header_facts, marks, reply_markdown, title, when
-from app.history.export.rendering import HtmlRenderer, page_css, typed_segments
+from app.rendering.markdown_html import HtmlRenderer, page_css, typed_segments
 from app.history.records import StoredConversation, StoredMessage
 
 CSS = """

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
-from app.history.export.tool_parts import calls_text, pretty_arguments
+from app.rendering.tool_parts import calls_text, pretty_arguments
 from app.history.records import StoredConversation
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.batch.types import RequestDone, RequestStarted, SlotResult
+from app.slots.types import RequestDone, RequestStarted, SlotResult
 
 
 @dataclass(frozen=True)

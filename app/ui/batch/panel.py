@@ -32,8 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.batch.engine import DEFAULT_SLOTS
-from app.batch.types import BatchProgress
+from app.slots.engine import DEFAULT_SLOTS
+from app.slots.types import BatchProgress
 from app.engine.sampling import GenerationSettings
 from app.paths import data_dir
 from app.ui.batch.counts import BatchCounts, BatchPlan

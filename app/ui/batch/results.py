@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.batch.types import SlotResult, SlotStats
+from app.slots.types import SlotResult, SlotStats
 from app.ui.batch.counts import BatchCounts, BatchPlan
 from app.ui.widgets.rates import ceiling_line
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.batch.backend import SlotBackend
-from app.batch.engine import DEFAULT_SLOT_CTX, BatchEngine
-from app.batch.types import RequestDone, SlotRequest
-from app.batchfile.job import BatchJob
+from app.slots.backend import SlotBackend
+from app.slots.engine import DEFAULT_SLOT_CTX, BatchEngine
+from app.slots.types import RequestDone, SlotRequest
+from app.batch_jsonl.job import BatchJob
 from app.chat.routed import RoutedTurn
 from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings

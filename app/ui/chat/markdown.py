@@ -1,6 +1,6 @@
 """Markdown to the HTML subset QTextDocument understands.
 
-The parse and the highlighting are app.history.export.rendering's, shared
+The parse and the highlighting are app.rendering.markdown_html's, shared
 with the HTML export, so the window and an exported page render a reply
 alike; this module says only how QTextDocument is given a code block and a
 table. Colours go inline (QTextDocument ignores <style> classes); each code
@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from app.history.export.rendering import (
+from app.rendering.markdown_html import (
     DARK_STYLE,
     LIGHT_STYLE,
     HtmlRenderer,

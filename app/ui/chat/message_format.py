@@ -25,8 +25,8 @@ from PySide6.QtGui import (
 
 from app.chat.conversation import LiveMessage
 from app.engine.stats import ReplyStats
-from app.history.export.rendering import json_markdown
-from app.history.export.tool_parts import message_markdown
+from app.rendering.markdown_html import json_markdown
+from app.rendering.tool_parts import message_markdown
 from app.history.records import JSON_REPLY
 from app.ui.chat.markdown import Theme
 

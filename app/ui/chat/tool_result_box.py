@@ -15,7 +15,7 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
 
 from app.engine.prompt import ToolCall
-from app.history.export.tool_parts import pretty_arguments
+from app.rendering.tool_parts import pretty_arguments
 
 MAX_SHOWN_ARGS = 160
 

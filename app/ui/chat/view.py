@@ -36,7 +36,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser
 
 from app.chat.conversation import LiveMessage
-from app.history.export.rendering import typed_segments
+from app.rendering.markdown_html import typed_segments
 from app.ui.chat.live_markdown import LINE_BREAK, LiveBlocks
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_format import (

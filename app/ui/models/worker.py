@@ -114,7 +114,7 @@ class HubWorker(QObject):
 
     @Slot(object, int, int)
     def check(self, specs: list[str], n_ctx: int, gpu_layers: int) -> None:
-        from app.hub.http import client
+        from app.hub.ranged import client
 
         with client() as http:
             for spec in specs:
@@ -180,7 +180,7 @@ class PullWorker(QObject):
 
     @Slot(object)
     def pull(self, job: PullJob) -> None:
-        from app.hub.http import client
+        from app.hub.ranged import client
 
         try:
             with client() as http, api.hub_errors():

@@ -79,7 +79,7 @@ class Connections:
         saved, endpoint = self.remote, self.endpoint
         if saved is None or endpoint is None:
             return None
-        from app.remote.batch import RemoteBatchEngine
+        from app.remote.slot_backend import RemoteBatchEngine
 
         return BatchTarget(None, saved.model or saved.label, lambda n: RemoteBatchEngine.connect(
             api_keys.with_saved_key(endpoint), saved.model, n, saved.prompt_format))

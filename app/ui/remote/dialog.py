@@ -125,7 +125,7 @@ class ConnectDialog(QDialog):
         threading.Thread(target=self._probe, args=(ep,), name="llamadesk-list-models", daemon=True).start()
 
     def _probe(self, ep: Endpoint) -> None:
-        from app.remote import http as remote_http
+        from app.remote import transport as remote_http
         from app.remote.server import probe
 
         try:

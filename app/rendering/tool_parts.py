@@ -14,7 +14,7 @@ import json
 from typing import Protocol
 
 from app.engine.prompt import ToolCall
-from app.history.export.rendering import code_markdown, json_markdown
+from app.rendering.markdown_html import code_markdown, json_markdown
 
 
 def pretty_arguments(arguments: str) -> str:

@@ -11,9 +11,9 @@ import itertools
 import logging
 from array import array
 
-from app.batch.scheduler import SlotState
-from app.batch.speculation import accepted_per_pos, stats_fields
-from app.batch.types import SlotRequest, SlotResult, SlotStats
+from app.slots.scheduler import SlotState
+from app.slots.speculation import accepted_per_pos, stats_fields
+from app.slots.types import SlotRequest, SlotResult, SlotStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.speculative import Speculation

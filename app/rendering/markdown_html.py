@@ -1,8 +1,8 @@
 """Markdown to HTML, once for the window and the HTML export: markdown-it's parse, Pygments' colours.
 
-Here, below both, because the window (app.ui) may import the history layer but
-the history layer may not import Qt or app.ui: one parser configuration and one
-code highlighter, so a reply exported reads as the window drew it. What differs
+Below both the window (app.ui) and the exports (app.history.export), which may not
+import Qt or app.ui: one parser configuration and one code highlighter, so a
+reply exported reads as the window drew it. What differs
 is only the HTML around a code block and a table (QTextDocument understands a
 small subset, a browser all of CSS), which each renderer's `code_box` and
 `table_open` say.

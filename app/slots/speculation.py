@@ -26,7 +26,7 @@ CHECK_ROWS = K_MAX + 1
 
 
 class SpeculatingSlot(Protocol):
-    """What a slot's Speculation is made from (app.batch.slot.Slot has it)."""
+    """What a slot's Speculation is made from (app.slots.slot.Slot has it)."""
 
     prompt: list[int]
     fed: list[int]

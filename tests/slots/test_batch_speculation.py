@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.batch.engine import BatchEngine
-from app.batch.speculation import NEVER_ALONE, BatchSpeculation
-from app.batch.types import SlotRequest
+from app.slots.engine import BatchEngine
+from app.slots.speculation import NEVER_ALONE, BatchSpeculation
+from app.slots.types import SlotRequest
 from app.engine import batch_fill
 from app.engine.draft import draft_for
 from app.engine.loader import LoadOptions, load_model

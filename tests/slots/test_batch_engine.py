@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from app.batch.engine import BatchEngine
-from app.batch.types import BatchProgress, RequestDone, RequestStarted, SlotRequest
+from app.slots.engine import BatchEngine
+from app.slots.types import BatchProgress, RequestDone, RequestStarted, SlotRequest
 from app.engine.decoder import Decoder
 from app.engine.errors import ContextOverflowError
 from app.engine.events import Finished, TextDelta

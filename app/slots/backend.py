@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from app.batch.types import BatchEvent, SlotRequest, SlotResult
+from app.slots.types import BatchEvent, SlotRequest, SlotResult
 
 
 class SlotBackend(Protocol):

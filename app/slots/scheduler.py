@@ -61,7 +61,7 @@ class RequestView(Protocol):
 
 
 class SlotView(Protocol):
-    """What the policy reads of a busy sequence (app.batch.slot.Slot has it)."""
+    """What the policy reads of a busy sequence (app.slots.slot.Slot has it)."""
 
     @property
     def req(self) -> RequestView: ...
@@ -361,7 +361,7 @@ class Scheduler(Generic[R, S]):
     def alone(self, live: list[S]) -> S | None:
         """The slot the step over `live` carries alone, when nothing could share the step: no other
         busy sequence that decodes and no request waiting that a sequence is free for. Only such a
-        slot speculates (app.batch.speculation): a step that carries other slots' tokens already
+        slot speculates (app.slots.speculation): a step that carries other slots' tokens already
         keeps the cores busy, and a check's extra rows would slow every one of them. Reads the
         queues without the lock, as online_waiting does: an arrival it misses waits one check."""
         if len(live) != 1 or live[0].state is not SlotState.DECODING:

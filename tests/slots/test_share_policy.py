@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.batch.scheduler import MIN_SHARED_TOKENS, Scheduler, Share, SlotState
+from app.slots.scheduler import MIN_SHARED_TOKENS, Scheduler, Share, SlotState
 
 PRE = list(range(1000, 1100))  # a 100-token preamble
 

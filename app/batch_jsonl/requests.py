@@ -31,12 +31,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.batch.types import SlotRequest
+from app.slots.types import SlotRequest
 from app.engine.prompt import PromptMessage
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
-from app.openai_compat.errors import RequestError
+from app.openai_compat.refusal import RequestError
 from app.openai_compat.fields import is_text, show
 from app.openai_compat.params import parse
 

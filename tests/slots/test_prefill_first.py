@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.batch.scheduler import PREFILL_FIRST_TOKENS, Scheduler, SlotState
+from app.slots.scheduler import PREFILL_FIRST_TOKENS, Scheduler, SlotState
 
 
 @dataclass

@@ -74,7 +74,7 @@ class SlotStats:
     # "generation_failed" (llama_decode failed while the request ran).
     error_kind: str | None = None
     grammar_ms_per_token: float | None = None  # keeping to a constraint, per generated token
-    # Speculative decoding (app.batch.speculation), when the engine speculates: how it guessed,
+    # Speculative decoding (app.slots.speculation), when the engine speculates: how it guessed,
     # the guesses checked and kept, the checks, and why it did not (a reply that never decoded
     # alone, or one whose checks did not pay).
     spec_mode: str | None = None

@@ -19,7 +19,7 @@ Two layouts of that cache, chosen by `unified`:
   the cells' metadata). Every token attends over all the cells in use,
   masked, so attention grows with what all the sequences hold together.
 
-`bench --serve` and `bench --batch` measure both; app.batch.engine says
+`bench --serve` and `bench --batch` measure both; app.slots.engine says
 which one the server and the batch runs take.
 """
 
@@ -44,7 +44,7 @@ class BatchContext:
     def __init__(self, model: LoadedModel, n_slots: int, slot_ctx: int, unified: bool = False,
                  outputs: int = 0):
         """`outputs`: the logits rows one step may ask for, when that is more than one a sequence
-        (a speculative check asks for one a guess, app.batch.speculation): llama.cpp asserts,
+        (a speculative check asks for one a guess, app.slots.speculation): llama.cpp asserts,
         fatally, on a step asking for more than its context was made for."""
         # n_slots counts every sequence, the engine's reserved online one included,
         # so these messages speak of sequences: the user's --parallel is checked

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.batchfile.requests import CHAT_URL, BatchInputError, InputItem, _assign_ids, _parse_json_line
+from app.batch_jsonl.requests import CHAT_URL, BatchInputError, InputItem, _assign_ids, _parse_json_line
 from app.engine.sampling import GenerationSettings
 
 KEYS = ("custom_id", "method", "url", "body")

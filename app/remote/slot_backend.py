@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from app.batch.types import BatchEvent, BatchProgress, RequestDone, SlotRequest, SlotResult, SlotStats
+from app.slots.types import BatchEvent, BatchProgress, RequestDone, SlotRequest, SlotResult, SlotStats
 from app.engine.control import CancelToken
 from app.engine.prompt import TranscriptFormat
 from app.engine.stats import ReplyStats
@@ -49,7 +49,7 @@ class RemoteBatchEngine:
     def connect(cls, endpoint: Endpoint, model: str | None, parallel: int, prompt_format: str = "chat",
                 on_event: Callable[[BatchEvent], None] | None = None) -> RemoteBatchEngine:
         """Its own client and probe (the Batch window's thread builds one); free() closes it."""
-        from app.remote.http import client
+        from app.remote.transport import client
         from app.remote.server import probe
 
         http = client(endpoint)

@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from app.batch.context import BatchContext
-from app.batch.scheduler import Scheduler, SlotState
-from app.batch.slot import Slot
-from app.batch.types import PrefixCounts, SlotRequest
+from app.slots.context import BatchContext
+from app.slots.scheduler import Scheduler, SlotState
+from app.slots.slot import Slot
+from app.slots.types import PrefixCounts, SlotRequest
 from app.engine.control import common_prefix
 from app.engine.prompt import PromptMessage
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from app.batch.engine import BatchEngine
-from app.batch.types import BatchProgress, SlotRequest
+from app.slots.engine import BatchEngine
+from app.slots.types import BatchProgress, SlotRequest
 from app.engine.control import common_prefix
 from app.engine.loader import LoadOptions, load_model
 from app.engine.prompt import PromptMessage

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from app.batch.engine import BatchEngine
-from app.batchfile.job import BatchJob
-from app.batchfile.requests import BatchInputError, read_input
-from app.batchfile.results import BatchOutputError, ResultWriter, read_journal
+from app.slots.engine import BatchEngine
+from app.batch_jsonl.job import BatchJob
+from app.batch_jsonl.requests import BatchInputError, read_input
+from app.batch_jsonl.results import BatchOutputError, ResultWriter, read_journal
 from app.engine.loader import LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
 
@@ -156,7 +156,7 @@ def test_the_input_as_output_is_refused(tmp_path):
 
 def _answer_all(items, out):
     """Journal a record for every item, as a finished run would, without decoding."""
-    from app.batch.types import SlotResult, SlotStats
+    from app.slots.types import SlotResult, SlotStats
 
     w = ResultWriter(out, "m")
     for it in items:
@@ -264,7 +264,7 @@ def test_a_batch_file_line_goes_through_the_online_requests_checks(tmp_path):
 
 
 def test_a_batch_api_file_for_embeddings_takes_embeddings_lines_only(tmp_path):
-    from app.batchfile.api_file import read_api_file
+    from app.batch_jsonl.api_file import read_api_file
 
     f = tmp_path / "emb.jsonl"
     line = {"custom_id": "e", "method": "POST", "url": "/v1/embeddings",

@@ -2,7 +2,7 @@
 
 A batch runs at batch priority: its requests fill only the slots online
 requests leave free. Each result is journaled as it finishes, with the batch
-file's own rules (app.batchfile: one record per custom_id, a half-written last
+file's own rules (app.batch_jsonl: one record per custom_id, a half-written last
 line dropped), so a server killed mid-batch resumes it on restart without
 losing or repeating a result. At the end the journal is split into the output
 file (answers) and the error file. Nothing here runs on the event loop.
@@ -29,17 +29,17 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from app.batch.types import RequestDone, SlotRequest, SlotResult, SlotStats
-from app.batchfile.api_file import read_api_file
-from app.batchfile.requests import BatchInputError, InputItem, refusal
-from app.batchfile.results import BatchOutputError, ResultWriter, read_journal
+from app.slots.types import RequestDone, SlotRequest, SlotResult, SlotStats
+from app.batch_jsonl.api_file import read_api_file
+from app.batch_jsonl.requests import BatchInputError, InputItem, refusal
+from app.batch_jsonl.results import BatchOutputError, ResultWriter, read_journal
 from app.engine.errors import EngineError
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
 from app.openai_compat.embeddings import embedding_body, parse_embedding
-from app.openai_compat.errors import RequestError
-from app.serve.batch_store import BatchStore, StoreError, reason
+from app.openai_compat.refusal import RequestError
+from app.serve.batch_api_store import BatchStore, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
 from app.serve.side_engine import SideEngine

@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.batchfile.requests import read_input
-from app.batchfile.results import ResultWriter
+from app.batch_jsonl.requests import read_input
+from app.batch_jsonl.results import ResultWriter
 from app.engine.sampling import GenerationSettings
 
 DEFAULTS = GenerationSettings(max_tokens=8)

@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.batch.types import SlotResult, SlotStats
-from app.batchfile.requests import InputItem
+from app.slots.types import SlotResult, SlotStats
+from app.batch_jsonl.requests import InputItem
 from app.errors import LlamaDeskError
 from app.openai_compat.answer import assistant_message
 from app.openai_compat.tools import ToolCalls

@@ -19,7 +19,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.batch.scheduler import RATE_WINDOW_S, RunCounters, Scheduler, SlotState
+from app.slots.scheduler import RATE_WINDOW_S, RunCounters, Scheduler, SlotState
 
 
 @dataclass
@@ -512,7 +512,7 @@ def _module_imports(name: str, seen: set[str]) -> set[str]:
 
 
 def test_the_scheduler_imports_neither_llama_cpp_nor_ctypes():
-    roots = {n.split(".")[0] for n in _module_imports("app.batch.scheduler", set())}
+    roots = {n.split(".")[0] for n in _module_imports("app.slots.scheduler", set())}
     assert "app" in roots
     assert not roots & {"llama_cpp", "ctypes", "numpy"}, roots
 

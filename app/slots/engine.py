@@ -9,7 +9,7 @@ next step instead of waiting for the longest request of a fixed batch.
 This module is the mechanics of a step (the llama_batch, llama_decode and its
 abort callback, sampling, the KV sequence edits, the events). Which requests
 get which sequences, which slots a step carries, and the progress arithmetic
-are app.batch.scheduler's, so that policy is tested without a model.
+are app.slots.scheduler's, so that policy is tested without a model.
 
 Threads (the rule is in the app.engine docstring): run() drives the batch
 context on the calling thread (the window's batch thread, or the CLI's worker
@@ -29,12 +29,12 @@ from dataclasses import replace
 
 import llama_cpp
 
-from app.batch.context import BatchContext
-from app.batch.prefixes import Prefixes
-from app.batch.scheduler import ONLINE_RESERVE, Prepared, Scheduler, SlotState
-from app.batch.slot import Slot
-from app.batch.speculation import CHECK_ROWS, BatchSpeculation
-from app.batch.types import (
+from app.slots.context import BatchContext
+from app.slots.prefixes import Prefixes
+from app.slots.scheduler import ONLINE_RESERVE, Prepared, Scheduler, SlotState
+from app.slots.slot import Slot
+from app.slots.speculation import CHECK_ROWS, BatchSpeculation
+from app.slots.types import (
     BatchEvent,
     BatchProgress,
     RequestDone,
@@ -61,7 +61,7 @@ DEFAULT_SLOTS = 32
 DEFAULT_SLOT_CTX = 1024
 # A step of this many prompt tokens and no decoding measures the arithmetic rate.
 ARITHMETIC_STEP_TOKENS = 32
-# The KV layout when none is asked for (app.batch.context weighs the two).
+# The KV layout when none is asked for (app.slots.context weighs the two).
 DEFAULT_UNIFIED = False
 
 
@@ -74,11 +74,11 @@ class BatchEngine:
         """`keep_prefixes`: a finished request's tokens stay in its sequence, and the next
         request goes to the free sequence sharing the longest prefix with it, prefilling only
         the rest (a server's clients send each turn's whole history again).
-        `kv_unified`: the KV layout (app.batch.context), None for DEFAULT_UNIFIED.
-        `share_prefixes`: a prompt takes the prefix another sequence holds (app.batch.prefixes).
+        `kv_unified`: the KV layout (app.slots.context), None for DEFAULT_UNIFIED.
+        `share_prefixes`: a prompt takes the prefix another sequence holds (app.slots.prefixes).
         `prompt_cache`: the format's shared prefix is loaded from and saved to the disk prompt
         cache (the user's cache folder).
-        `speculation`: a slot that decodes alone guesses its next tokens (app.batch.speculation);
+        `speculation`: a slot that decodes alone guesses its next tokens (app.slots.speculation);
         the model's cache must rewind (LoadedModel.rewinds)."""
         self.model = model
         unified = DEFAULT_UNIFIED if kv_unified is None else kv_unified
