@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.slots.backend import SlotBackend
-from app.slots.types import BatchEvent, RequestDone, SlotResult
 from app.batch_jsonl.requests import BatchInputError, InputItem, read_input
 from app.batch_jsonl.results import ResultWriter, read_journal
 from app.engine.sampling import GenerationSettings
+from app.slots.backend import SlotBackend
+from app.slots.types import BatchEvent, RequestDone, SlotResult
 
 
 @dataclass

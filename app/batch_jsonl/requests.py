@@ -31,14 +31,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.slots.types import SlotRequest
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
-from app.openai_compat.refusal import RequestError
 from app.openai_compat.fields import is_text, show
 from app.openai_compat.params import parse
+from app.openai_compat.refusal import RequestError
+from app.slots.types import SlotRequest
 
 CHAT_URL = "/v1/chat/completions"
 AUTO = "#"  # automatic ids start with it; user ids may not
@@ -105,7 +105,7 @@ def _digest(s: str) -> str:
 
 
 def _plain(line: int, s: str, defaults: GenerationSettings) -> InputItem:
-    req = SlotRequest("", [PromptMessage("user", s.strip())], GenerationSettings(**defaults.__dict__),
+    req = SlotRequest("", [MessageBody("user", s.strip())], GenerationSettings(**defaults.__dict__),
                        line=line)
     return InputItem(line, "", req, digest=_digest(s))
 

@@ -20,11 +20,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.slots.types import SlotResult, SlotStats
 from app.batch_jsonl.requests import InputItem
 from app.errors import LlamaDeskError
 from app.openai_compat.answer import assistant_message
 from app.openai_compat.tools import ToolCalls
+from app.slots.types import SlotResult, SlotStats
 
 INVALID = "invalid_request"
 

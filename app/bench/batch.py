@@ -13,12 +13,12 @@ from __future__ import annotations
 import threading
 import time
 
-from app.slots.engine import DEFAULT_SLOTS, BatchEngine
-from app.slots.types import BatchProgress, SlotRequest
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadOptions, load_model
 from app.engine.models import resolve_model
 from app.engine.sampling import GenerationSettings
+from app.slots.engine import DEFAULT_SLOTS, BatchEngine
+from app.slots.types import BatchProgress, SlotRequest
 
 TOPICS = (
     "the sea", "a red fox", "bread", "rain", "mountains", "a clock", "trains", "the moon",

@@ -18,7 +18,8 @@ from app.bench.quality_set import CHATS, KINDS, PROMPTS, classify
 from app.chat.local_engine import LocalChatEngine
 from app.config import AppConfig
 from app.engine.loader import LoadOptions
-from app.engine.prompt import PromptMessage, TranscriptFormat
+from app.engine.message import MessageBody
+from app.engine.prompt import TranscriptFormat
 
 LEGACY_STOPS = ("\nUser:",)  # what the transcript format stopped on before
 MAX_TOKENS = 96  # enough for every kind of failure to show; keeps the run to minutes
@@ -32,7 +33,7 @@ def _variants() -> dict[str, dict]:
             "after": {"settings": base, "preamble": True, "format": TranscriptFormat()}}
 
 
-def _ask(engine: LocalChatEngine, variant: dict, history: list[PromptMessage], question: str,
+def _ask(engine: LocalChatEngine, variant: dict, history: list[MessageBody], question: str,
          seed: int) -> str:
     settings = replace(variant["settings"], seed=seed, preamble=variant["preamble"])
     engine.format = variant["format"]  # this bench's own engine, on this thread
@@ -59,7 +60,7 @@ def _run_variant(engine: LocalChatEngine, variant: dict) -> dict:
     for i, (q1, q2) in enumerate(CHATS):
         r1 = _ask(engine, variant, [], q1, seed=1000 + i)
         judge(r1, q1, seen)
-        history = [PromptMessage("user", q1), PromptMessage("assistant", r1)]
+        history = [MessageBody("user", q1), MessageBody("assistant", r1)]
         judge(_ask(engine, variant, history, q2, seed=2000 + i), q2, (*seen, q1, r1))
     total = sum(kinds.values())
     return {"replies": total, "bad_rate": 1 - kinds["ok"] / total,

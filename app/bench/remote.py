@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from app.chat.remote_engine import RemoteChatEngine
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
@@ -94,7 +94,7 @@ def _long_prompt_ttft(eng: RemoteChatEngine, rounds: int = 2) -> dict:
 def _second_turn(eng: RemoteChatEngine) -> int | None:
     q = "Tell me about lighthouses in two sentences."
     first = eng.reply([], q, _greedy(24))
-    history = [PromptMessage("user", q), PromptMessage("assistant", first.text)]
+    history = [MessageBody("user", q), MessageBody("assistant", first.text)]
     second = eng.reply(history, "Why are they striped?", _greedy(8))
     return second.stats.cached_tokens
 

@@ -25,16 +25,16 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, replace
 
-from app.slots.engine import BatchEngine
-from app.slots.speculation import BatchSpeculation
-from app.slots.types import SlotRequest
 from app.bench.speculative_set import CHAT, EDITING
 from app.chat.local_engine import LocalChatEngine
 from app.chat.reply import Reply
 from app.engine.events import Event, Finished
 from app.engine.loader import LoadedModel, LoadOptions
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
+from app.slots.engine import BatchEngine
+from app.slots.speculation import BatchSpeculation
+from app.slots.types import SlotRequest
 
 TARGETS = {"editing_speedup": 1.3, "chat_speedup": 0.97}
 
@@ -120,7 +120,7 @@ def _run_server_set(model: LoadedModel, prompts, tokens: int) -> dict:
             for speculating in (False, True, True, False):
                 eng.speculation = spec if speculating else None
                 got: dict[bool, Finished] = {}
-                eng.submit_online(SlotRequest(f"p{i}", [PromptMessage("user", prompt)], plain,
+                eng.submit_online(SlotRequest(f"p{i}", [MessageBody("user", prompt)], plain,
                                               on_event=_keep(got, speculating)))
                 eng.run()
                 runs.append(got[speculating])

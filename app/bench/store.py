@@ -36,8 +36,9 @@ def build(path: Path, n: int) -> int:
     for i in range(n):
         user = i % 2 == 0
         conv.messages.append(StoredMessage(
-            0, 0, "user" if user else "assistant", f"Question number {i}?" if user else f"{i}: {reply}",
-            t0 + i, t0 + i, stats=None if user else _stats(i), out_of_context=i < n // 4))
+            "user" if user else "assistant", f"Question number {i}?" if user else f"{i}: {reply}",
+            id=0, conversation_id=0, created_at=t0 + i, updated_at=t0 + i,
+            stats=None if user else _stats(i), out_of_context=i < n // 4))
     with Store.open(path) as s:
         return s.import_conversation(conv)
 

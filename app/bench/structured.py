@@ -29,7 +29,7 @@ from app.chat.local_engine import LocalChatEngine
 from app.engine import batch_fill
 from app.engine.grammar import Constraint, GrammarError, GrammarMatcher, compile_grammar, tokenizer_for
 from app.engine.loader import LoadOptions
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 
 MAX_TOKENS = 120
@@ -200,7 +200,7 @@ def _case(engine: LocalChatEngine, gbnf: _GbnfRun, name: str, prompt: str, schem
                stop=r.stats.stop_reason, grammar_ms_per_token=r.stats.grammar_ms_per_token,
                decode_tok_s=r.stats.decode_tok_s, free_tok_s=free.stats.decode_tok_s,
                masks_ms=_llguidance_masks(c, vocab, n_vocab, toks))
-    g = gbnf.reply(engine.prompt_tokens([PromptMessage("user", prompt)]), schema)
+    g = gbnf.reply(engine.prompt_tokens([MessageBody("user", prompt)]), schema)
     row["gbnf"] = {"valid": _valid(g["text"], schema), "compile_ms": g["compile_ms"], "tokens": g["tokens"],
                    "tok_s": g["tok_s"], "masks_ms": gbnf.replay_masks(schema, toks) or g["masks_ms"]}
     return row

@@ -23,27 +23,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.engine.errors import ContextOverflowError
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 
 
 @dataclass
 class Fit:
     tokens: list[int]
-    kept: list[PromptMessage]
+    kept: list[MessageBody]
     dropped: list[int] = field(default_factory=list)  # indices into history
     dropped_tokens: int = 0
 
 
 def fit_history(
     system: str | None,
-    history: list[PromptMessage],
+    history: list[MessageBody],
     new_message: str,
     max_tokens: int,
     n_ctx: int,
-    to_tokens: Callable[[list[PromptMessage]], list[int]],
+    to_tokens: Callable[[list[MessageBody]], list[int]],
 ) -> Fit:
-    head = [PromptMessage("system", system)] if system and system.strip() else []
-    tail = [PromptMessage("user", new_message)]
+    head = [MessageBody("system", system)] if system and system.strip() else []
+    tail = [MessageBody("user", new_message)]
     cuts = _turn_starts(history)
     rendered: dict[int, list[int]] = {}
     latest = [-1]  # the cut rendered last: a template format keeps state from its last render
@@ -77,7 +77,7 @@ def fit_history(
     return Fit(tokens, kept, list(range(cuts[j])), full - len(tokens))
 
 
-def _turn_starts(history: list[PromptMessage]) -> list[int]:
+def _turn_starts(history: list[MessageBody]) -> list[int]:
     """The cuts tried, oldest first: 0, then each later start of a turn (a user
     message: a turn is it and the reply that answered it), then len(history)."""
     cuts = [0]

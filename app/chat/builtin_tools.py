@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from app.engine.prompt import ToolCall
+from app.engine.message import ToolCall
 
 CALCULATOR, CLOCK = "calculator", "current_time"
 MAX_EXPRESSION = 500  # characters

@@ -13,26 +13,20 @@ from dataclasses import dataclass, field
 
 from app.chat.reply_format import ReplyFormat, ReplyFormatError
 from app.chat.tool_set import ToolSet, ToolSetError
-from app.engine.prompt import PromptMessage, ToolCall
+from app.engine.message import MessageBody, ToolCall
 from app.engine.stats import ReplyStats
 from app.history.records import COMPLETE, StoredConversation
 
 
-@dataclass
-class LiveMessage:
-    role: str  # "user", "assistant" or "tool" (a call's result)
-    content: str
+@dataclass(kw_only=True)
+class LiveMessage(MessageBody):
+    """A message as the chat holds it: its body, and what the window draws beside it."""
+
     stats: ReplyStats | None = None
     out_of_context: bool = False  # the context budget left it out of the last prompt
     id: int | None = None  # the store's message id, once saved
     state: str = COMPLETE  # INTERRUPTED: cut off (an error, a crash, a switch) with its text kept
     format: str | None = None  # JSON_REPLY: held to JSON, drawn as a JSON code block; None: Markdown
-    tool_calls: tuple[ToolCall, ...] = ()  # an assistant's calls, drawn as cards
-    tool_call_id: str | None = None  # a tool message: the call it answers
-    tool_name: str | None = None  # a tool message: the tool that answered
-
-    def prompt_message(self) -> PromptMessage:
-        return PromptMessage(self.role, self.content, self.tool_calls, self.tool_call_id, self.tool_name)
 
 
 @dataclass
@@ -52,16 +46,16 @@ class LiveConversation:
         last = next((m for m in reversed(self.messages) if m.role == "assistant"), None)
         return [c for c in (last.tool_calls if last else ()) if c.id not in answered]
 
-    def history(self, upto: int | None = None) -> list[PromptMessage]:
+    def history(self, upto: int | None = None) -> list[MessageBody]:
         """What the engine sees as earlier turns (everything before `upto`)."""
         msgs = self.messages if upto is None else self.messages[:upto]
-        return [m.prompt_message() for m in msgs]
+        return [m.body() for m in msgs]
 
     def system(self) -> str | None:
         return self.system_prompt.strip() or None
 
     def add(self, role: str, content: str, stats: ReplyStats | None = None) -> int:
-        self.messages.append(LiveMessage(role, content, stats))
+        self.messages.append(LiveMessage(role, content, stats=stats))
         if not self.title and role == "user":
             self.title = content.strip().splitlines()[0][:60] if content.strip() else ""
         return len(self.messages) - 1
@@ -109,8 +103,8 @@ class LiveConversation:
         A reply cut off before its first token has nothing to show or send, so
         it is left out (as the store's own history() leaves it out).
         """
-        msgs = [LiveMessage(m.role, m.content, m.stats, m.out_of_context, m.id, m.state, m.format,
-                            m.tool_calls, m.tool_call_id, m.tool_name)
+        msgs = [LiveMessage(**vars(m.body()), stats=m.stats, out_of_context=m.out_of_context, id=m.id,
+                            state=m.state, format=m.format)
                 for m in stored.messages if m.role in ("user", "assistant", "tool")
                 and not (m.role == "assistant" and m.state != COMPLETE and not (m.content or m.tool_calls))]
         conv = cls(stored.system_prompt or "", msgs, stored.title, stored.id)

@@ -18,7 +18,7 @@ from typing import Protocol
 from app.chat.reply import Reply
 from app.engine.control import CancelToken, EventSink
 from app.engine.loader import LoadedModel, LoadOptions
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
 from app.openai_compat.tools import ToolCalls
@@ -67,7 +67,7 @@ class ReplyEngine(Protocol):
         """What a saved conversation records as the model (never an API key)."""
         ...
 
-    def reply(self, history: list[PromptMessage], user_text: str | None,
+    def reply(self, history: list[MessageBody], user_text: str | None,
               settings: GenerationSettings | None = None, system: str | None = None,
               on_event: EventSink | None = None, cancel: CancelToken | None = None,
               tools: ToolCalls | None = None) -> Reply:

@@ -19,8 +19,9 @@ from app.chat.tool_messages import local_turn, needs_writing, read_reply
 from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadedModel, LoadOptions, load_model
+from app.engine.message import MessageBody
 from app.engine.models import Progress, resolve_model
-from app.engine.prompt import PromptMessage, chat_format, reply_stops
+from app.engine.prompt import chat_format, reply_stops
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import limits_for
@@ -84,7 +85,7 @@ class LocalChatEngine:
         """An empty KV cache: the next reply prefills its whole prompt (compare's fresh runs)."""
         self.decoder.reset()
 
-    def prompt_tokens(self, messages: list[PromptMessage], preamble: bool = True) -> list[int]:
+    def prompt_tokens(self, messages: list[MessageBody], preamble: bool = True) -> list[int]:
         text = self.format.render(messages, preamble)
         return self.decoder.tokenize(text, add_bos=self.format.add_bos, special=self.format.special)
 
@@ -98,8 +99,8 @@ class LocalChatEngine:
         """
         key = (system if system and system.strip() else None, preamble)
         if key not in self._prefixes:
-            head = [PromptMessage("system", key[0])] if key[0] else []
-            a, b = (self.prompt_tokens([*head, PromptMessage("user", p)], preamble) for p in _PROBES)
+            head = [MessageBody("system", key[0])] if key[0] else []
+            a, b = (self.prompt_tokens([*head, MessageBody("user", p)], preamble) for p in _PROBES)
             n = common_prefix(a, b)
             self._prefixes = dict(list(self._prefixes.items())[-7:])  # a few system prompts at most
             self._prefixes[key] = a[:n] if n >= MIN_PREFIX_TOKENS else None
@@ -107,7 +108,7 @@ class LocalChatEngine:
 
     def reply(
         self,
-        history: list[PromptMessage],
+        history: list[MessageBody],
         user_text: str | None,
         settings: GenerationSettings | None = None,
         system: str | None = None,

@@ -26,7 +26,7 @@ from app.chat.reply import Reply
 from app.chat.reply_format import reply_kind
 from app.engine.control import CancelToken, EventSink
 from app.engine.events import Event, TextDelta
-from app.engine.prompt import PromptMessage, ToolCall
+from app.engine.message import MessageBody, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.history.errors import StoreError
@@ -252,7 +252,7 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
     An exception after some text keeps that text (interrupted) and propagates.
     """
     store = recorder.store
-    history: list[PromptMessage] = []
+    history: list[MessageBody] = []
     ids: list[int] = []
     if conv_id is not None:
         conv = store.get_conversation(conv_id)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from app.chat.reply import PROMPT_FORMATS, Reply
 from app.chat.tool_messages import local_turn, needs_writing, read_reply, tools_body, wire_conversation
 from app.engine.control import CancelToken, EventSink
-from app.engine.prompt import PromptMessage, ToolCall, TranscriptFormat
+from app.engine.message import MessageBody, ToolCall
+from app.engine.prompt import TranscriptFormat
 from app.engine.sampling import GenerationSettings
 from app.openai_compat.tools import ToolCalls
 from app.remote import transport as remote_http
@@ -91,10 +92,10 @@ class RemoteChatEngine:
                 "parameters": None, "size": None,
                 "remote": {"server": self.info.kind, "base_url": self.endpoint.base_url}}
 
-    def messages(self, history: list[PromptMessage], user_text: str | None, system: str | None) -> list[dict]:
+    def messages(self, history: list[MessageBody], user_text: str | None, system: str | None) -> list[dict]:
         return wire_conversation(history, user_text, system)
 
-    def reply(self, history: list[PromptMessage], user_text: str | None,
+    def reply(self, history: list[MessageBody], user_text: str | None,
               settings: GenerationSettings | None = None, system: str | None = None,
               on_event: EventSink | None = None, cancel: CancelToken | None = None,
               tools: ToolCalls | None = None) -> Reply:
@@ -107,8 +108,8 @@ class RemoteChatEngine:
             if needs_writing(history, user_text, tools):
                 t = local_turn(history, user_text, system, settings, tools)
                 history, user_text, system, settings = t.history, t.user_text, t.system, t.settings
-            msgs = [*([PromptMessage("system", system)] if system and system.strip() else []), *history,
-                    PromptMessage("user", user_text or "")]
+            msgs = [*([MessageBody("system", system)] if system and system.strip() else []), *history,
+                    MessageBody("user", user_text or "")]
             path, body = request_for(self.info.kind, self.remote_model.id, msgs, settings, self.format)
             text, stats = stream_reply(self.http, self.endpoint, self.info, path, body, on_event, cancel,
                                        self.on_notice)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.engine.prompt import ToolCall
+from app.engine.message import ToolCall
 from app.engine.stats import ReplyStats
 
 # How a turn reaches a remote server: "chat" sends messages to /chat/completions and lets the

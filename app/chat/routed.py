@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.slots.types import RequestDone, SlotRequest
 from app.chat.budget import Fit, fit_history
 from app.chat.reply import Reply
 from app.engine.control import CancelToken
 from app.engine.events import Event, Finished
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
+from app.slots.types import RequestDone, SlotRequest
 
 ReplySink = Callable[[Reply], None]
 FailSink = Callable[[str, bool], None]  # message, is a context overflow
@@ -32,7 +32,7 @@ class RoutedTurn:
     """One chat turn as a SlotRequest; its events and end come back through the callbacks,
     on the engine's thread. `stop(request_id)` asks the engine to stop it (the chat's Stop)."""
 
-    def __init__(self, history: list[PromptMessage], user_text: str, settings: GenerationSettings,
+    def __init__(self, history: list[MessageBody], user_text: str, settings: GenerationSettings,
                  system: str | None, cancel: CancelToken, on_event: Callable[[Event], None],
                  on_reply: ReplySink, on_fail: FailSink):
         self.history, self.user_text, self.settings, self.system = history, user_text, settings, system
@@ -49,7 +49,7 @@ class RoutedTurn:
                            on_event=self.event)
 
     def _build_prompt(self, slot_ctx: int,
-                      to_tokens: Callable[[list[PromptMessage]], list[int]]) -> list[int]:
+                      to_tokens: Callable[[list[MessageBody]], list[int]]) -> list[int]:
         self.fit = fit_history(self.system, self.history, self.user_text, self.settings.max_tokens,
                                slot_ctx, to_tokens)
         return self.fit.tokens

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from app.chat import builtin_tools
 from app.chat.reply import Reply
 from app.chat.tool_set import MAX_ROUNDS, ToolSet
-from app.engine.prompt import ToolCall
+from app.engine.message import ToolCall
 from app.openai_compat.tools import ToolCalls
 
 Result = tuple[ToolCall, str]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.chat.reply import Reply
-from app.engine.prompt import PromptMessage, ToolCall
+from app.engine.message import MessageBody, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.history.records import JSON_REPLY
 from app.openai_compat.fields import messages as prompt_messages
@@ -23,7 +23,7 @@ from app.openai_compat.params import with_tools
 from app.openai_compat.tools import ToolCalls
 
 
-def wire(m: PromptMessage) -> dict:
+def wire(m: MessageBody) -> dict:
     """One message as OpenAI's chat API takes it."""
     d: dict = {"role": m.role, "content": m.content}
     if m.tool_calls:
@@ -31,19 +31,19 @@ def wire(m: PromptMessage) -> dict:
         d["tool_calls"] = [{"id": c.id, "type": "function",
                             "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls]
     if m.role == "tool":
-        d["tool_call_id"] = m.tool_call_id or f"call_{m.name}"
-        if m.name:
-            d["name"] = m.name
+        d["tool_call_id"] = m.tool_call_id or f"call_{m.tool_name}"
+        if m.tool_name:
+            d["name"] = m.tool_name
     return d
 
 
-def wire_conversation(history: list[PromptMessage], user_text: str | None, system: str | None) -> list[dict]:
+def wire_conversation(history: list[MessageBody], user_text: str | None, system: str | None) -> list[dict]:
     head = [{"role": "system", "content": system}] if system and system.strip() else []
     tail = [{"role": "user", "content": user_text}] if user_text is not None else []
     return [*head, *(wire(m) for m in history), *tail]
 
 
-def needs_writing(history: list[PromptMessage], user_text: str | None, tools: ToolCalls | None) -> bool:
+def needs_writing(history: list[MessageBody], user_text: str | None, tools: ToolCalls | None) -> bool:
     """Whether the prompt must be written in the tool format (else it goes as it is)."""
     return tools is not None or user_text is None or any(m.tool_calls or m.role == "tool" for m in history)
 
@@ -52,13 +52,13 @@ def needs_writing(history: list[PromptMessage], user_text: str | None, tools: To
 class LocalTurn:
     """A turn as a prompt format renders it: no tool roles left, the tools in the system text."""
 
-    history: list[PromptMessage]
+    history: list[MessageBody]
     user_text: str
     system: str | None
     settings: GenerationSettings
 
 
-def local_turn(history: list[PromptMessage], user_text: str | None, system: str | None,
+def local_turn(history: list[MessageBody], user_text: str | None, system: str | None,
                settings: GenerationSettings, tools: ToolCalls | None) -> LocalTurn:
     """`user_text` None: the turn continues after the history's last message (a tool's result,
     which the tool format writes as the user's turn). The history keeps its length and order, so

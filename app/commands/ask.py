@@ -43,11 +43,11 @@ from app.engine.control import CancelToken
 from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
 from app.engine.grammar import Constraint, compile_grammar
-from app.engine.prompt import PromptMessage, ToolCall
-from app.rendering.tool_parts import pretty_arguments
+from app.engine.message import MessageBody, ToolCall
 from app.history.store import Store
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
+from app.rendering.tool_parts import pretty_arguments
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -302,7 +302,7 @@ class _Answered:
     conversation: int | None  # where it was saved (None: not saved)
 
 
-def _answer(args, engine, store: Store | None, history: list[PromptMessage], system, settings,
+def _answer(args, engine, store: Store | None, history: list[MessageBody], system, settings,
             tools: ToolSet, on_event, waiting: ToolCall | None) -> _Answered:
     """The turn, recorded as the window records one (or, with --no-save, kept in memory)."""
     results: list[Result] = []
@@ -315,8 +315,8 @@ def _answer(args, engine, store: Store | None, history: list[PromptMessage], sys
         if recorder is None:
             r = generate_interruptibly(lambda cancel: engine.reply(convo, user_text, settings, system,
                                                                    on_event, cancel, calls))
-            convo.extend([PromptMessage("user", user_text)] if user_text is not None else [])
-            convo.append(PromptMessage("assistant", r.text, r.tool_calls))
+            convo.extend([MessageBody("user", user_text)] if user_text is not None else [])
+            convo.append(MessageBody("assistant", r.text, r.tool_calls))
             return r
         turn = generate_interruptibly(
             lambda cancel: record_turn(recorder, engine, saved[0], user_text, settings, args.system,
@@ -328,7 +328,7 @@ def _answer(args, engine, store: Store | None, history: list[PromptMessage], sys
     def result(call: ToolCall, text: str) -> None:
         results.append((call, text))
         if recorder is None:
-            convo.append(PromptMessage("tool", text, tool_call_id=call.id, name=call.name))
+            convo.append(MessageBody("tool", text, tool_call_id=call.id, tool_name=call.name))
         else:
             recorder.tool_result(saved[0], call, text)
 

@@ -12,9 +12,6 @@ import sys
 import threading
 import time
 
-from app.slots.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
-from app.slots.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, ONLINE_RESERVE, BatchEngine
-from app.slots.types import BatchProgress
 from app.batch_jsonl.job import BatchJob, JobSummary
 from app.commands.common import (
     add_endpoint_args,
@@ -27,6 +24,9 @@ from app.commands.common import (
     sampling,
 )
 from app.remote.endpoint import Endpoint
+from app.slots.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
+from app.slots.engine import DEFAULT_SLOT_CTX, DEFAULT_SLOTS, ONLINE_RESERVE, BatchEngine
+from app.slots.types import BatchProgress
 
 MAX_PARALLEL = MAX_SEQ - ONLINE_RESERVE  # one sequence stays free for chat turns
 MAX_REMOTE_PARALLEL = 256  # app.remote.slot_backend's bound: more in flight only queues on the server

@@ -15,8 +15,6 @@ import logging
 import socket
 from pathlib import Path
 
-from app.slots.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
-from app.slots.engine import ONLINE_RESERVE
 from app.commands.common import (
     add_model_args,
     add_speculative_args,
@@ -29,6 +27,8 @@ from app.engine.stats import SPEC_LABELS
 from app.errors import LlamaDeskError
 from app.remote.errors import EndpointConfigError
 from app.remote.keys import key_from_env
+from app.slots.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
+from app.slots.engine import ONLINE_RESERVE
 
 DEFAULT_PORT = 8765
 DEFAULT_SLOTS = 4
@@ -234,10 +234,10 @@ def _speculation(mode: str | None, draft_path: str | None, model, opts, slot_ctx
         return None
     from dataclasses import replace
 
-    from app.slots.speculation import BatchSpeculation
     from app.engine.draft import draft_for
     from app.engine.loader import load_model
     from app.engine.models import resolve_model
+    from app.slots.speculation import BatchSpeculation
 
     if not model.rewinds:
         raise ValueError(f"--speculative: {model.header.path.name} is a recurrent model, whose cache cannot "

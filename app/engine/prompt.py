@@ -16,34 +16,16 @@ turned off (then the prompt is the bare transcript).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+from app.engine.message import MessageBody
 
 if TYPE_CHECKING:
     from app.engine.loader import LoadedModel
 
 TRANSCRIPT_NOTICE = "no chat template: using plain transcript format"
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call an assistant turn made: the tool's name and its arguments as the JSON text the
-    model wrote (OpenAI's wire form, kept as written so a call reads back exactly)."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class PromptMessage:
-    role: str  # "system", "user", "assistant" or "tool"
-    content: str
-    tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn's calls (its content may be empty)
-    tool_call_id: str | None = None  # a "tool" turn: the call whose result it is
-    name: str | None = None  # a "tool" turn: the tool that answered
 
 
 DEFAULT_FRAMING = ("The following is a conversation between a user and a helpful, knowledgeable "
@@ -81,7 +63,7 @@ class TranscriptFormat:
         """Everything the preamble shows the model: copying from it is copying."""
         return (DEFAULT_FRAMING, *(t for pair in EXAMPLES for t in pair))
 
-    def render(self, messages: list[PromptMessage], preamble: bool = True) -> str:
+    def render(self, messages: list[MessageBody], preamble: bool = True) -> str:
         system = next((m.content for m in messages if m.role == "system"), None)
         out = [self.preamble_text(system)] if preamble else []
         if system and system.strip() and not preamble:
@@ -106,7 +88,7 @@ class TemplateFormat:
         self.stop: tuple[str, ...] = ()
         self.add_bos = True
 
-    def render(self, messages: list[PromptMessage], preamble: bool = True) -> str:
+    def render(self, messages: list[MessageBody], preamble: bool = True) -> str:
         """The template alone: a model with a chat template needs no preamble."""
         # llama-cpp-python types each role's message apart; ours are checked by role already.
         chat: list = [{"role": m.role, "content": m.content} for m in messages]

@@ -59,9 +59,10 @@ class ConversationRows(StoreBase):
                                   tools=_reply_format(row[8], "tools"))
         from_json = ReplyStats.from_json
         conv.messages = [
-            StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                          from_json(json.loads(r[7])) if r[7] else None, bool(r[8]),
-                          r[9] if r[9] in FORMATS else None, calls_from_json(r[10]), r[11], r[12])
+            StoredMessage(r[2], r[3], calls_from_json(r[10]), r[11], r[12], id=r[0], conversation_id=r[1],
+                          created_at=r[4], updated_at=r[5], state=r[6],
+                          stats=from_json(json.loads(r[7])) if r[7] else None, out_of_context=bool(r[8]),
+                          format=r[9] if r[9] in FORMATS else None)
             for r in rows
         ]
         return conv

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 
-from app.engine.prompt import ToolCall
+from app.engine.message import MessageBody, ToolCall
 from app.engine.stats import ReplyStats
 from app.history.connection import MAX_ID, StoreBase
 from app.history.conversations import insert_conversation
@@ -25,7 +25,6 @@ from app.history.records import (
     FORMATS,
     GENERATING,
     INTERRUPTED,
-    ROLES,
     STATES,
     StoredConversation,
 )
@@ -57,19 +56,18 @@ class MessageRows(StoreBase):
                     tool_name: str | None = None) -> int:
         """Append a message; the first user message names an untitled conversation. A "tool"
         message is a call's result: `tool_name` says whose, `tool_call_id` which call."""
-        if role not in ROLES:
-            raise ValueError(f"unknown message role {role!r}")
+        body = MessageBody(role, content, tuple(tool_calls), tool_call_id, tool_name)
+        problem = body.problem()
+        if problem:
+            raise ValueError(problem)
         if state not in STATES:
             raise ValueError(f"unknown message state {state!r}")
-        if (role == "tool") != (tool_name is not None):
-            raise ValueError("a tool message, and only a tool message, names its tool")
         now = time.time()
         created = now if created_at is None else created_at
         with self._write() as c:
             self._require(c, conv_id)
-            mid = _insert(c, conv_id, role, content, stats, state, out_of_context, created,
-                          created if updated_at is None else updated_at,
-                          tools=(tuple(tool_calls), tool_call_id, tool_name))
+            mid = _insert(c, conv_id, body, stats, state, out_of_context, created,
+                          created if updated_at is None else updated_at)
             c.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", (now, conv_id))
             if role == "user":
                 c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
@@ -110,8 +108,9 @@ class MessageRows(StoreBase):
                     "reply_format = coalesce(?, reply_format), tools = coalesce(?, tools), "
                     "updated_at = max(updated_at, ?), title = CASE title WHEN '' THEN ? ELSE title END "
                     "WHERE id = ?", (system_prompt, model, meta, fmt, tool_set, now, title, conv_id))
-            user_id = _insert(c, conv_id, "user", user_text, None, COMPLETE, False, now, now)
-            reply_id = _insert(c, conv_id, "assistant", "", None, GENERATING, False, now, now, reply_as)
+            user_id = _insert(c, conv_id, MessageBody("user", user_text), None, COMPLETE, False, now, now)
+            reply_id = _insert(c, conv_id, MessageBody("assistant", ""), None, GENERATING, False, now, now,
+                               reply_as)
         return conv_id, user_id, reply_id
 
     def begin_reply(self, conv_id: int) -> int:
@@ -196,8 +195,8 @@ class MessageRows(StoreBase):
                                       conv.model, conv.settings, conv.reply_format, conv.tools)
             for m in conv.messages:
                 state = INTERRUPTED if m.state == GENERATING else m.state
-                _insert(c, cid, m.role, m.content, m.stats, state, m.out_of_context,
-                        m.created_at, m.updated_at, m.format, (m.tool_calls, m.tool_call_id, m.tool_name))
+                _insert(c, cid, m.body(), m.stats, state, m.out_of_context, m.created_at, m.updated_at,
+                        m.format)
             return cid
 
 
@@ -211,15 +210,15 @@ def _storable(path, text: str, what: str) -> None:
                                f"bytes that are not UTF-8); nothing was saved") from e
 
 
-def _insert(c, conv_id, role, content, stats, state, out_of_context, created, updated, fmt=None,
-            tools: tuple[tuple[ToolCall, ...], str | None, str | None] = ((), None, None)) -> int:
-    calls, call_id, tool_name = tools
+def _insert(c, conv_id, body: MessageBody, stats, state, out_of_context, created, updated,
+            fmt=None) -> int:
     cur = c.execute(
         "INSERT INTO messages (conversation_id, role, content, created_at, updated_at, state, stats, "
         "out_of_context, writer_pid, format, tool_calls, tool_call_id, tool_name) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (conv_id, role, content, created, updated, state, _stats_json(stats), int(out_of_context),
-         os.getpid() if state == GENERATING else None, fmt, calls_json(calls), call_id, tool_name))
+        (conv_id, body.role, body.content, created, updated, state, _stats_json(stats), int(out_of_context),
+         os.getpid() if state == GENERATING else None, fmt, calls_json(body.tool_calls), body.tool_call_id,
+         body.tool_name))
     return cur.lastrowid
 
 

@@ -8,36 +8,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.engine.prompt import PromptMessage, ToolCall
+from app.engine.message import MessageBody
 from app.engine.stats import ReplyStats
 
 # A reply still streaming; after a crash the next open turns it into INTERRUPTED.
 COMPLETE, GENERATING, INTERRUPTED = "complete", "generating", "interrupted"
 STATES = (COMPLETE, GENERATING, INTERRUPTED)
-ROLES = ("system", "user", "assistant", "tool")
 # A reply held to JSON by its constraint: shown and exported as a JSON code block, not Markdown.
 JSON_REPLY = "json"
 FORMATS = (JSON_REPLY,)
 
 
-@dataclass
-class StoredMessage:
+@dataclass(kw_only=True)
+class StoredMessage(MessageBody):
+    """A message as the store keeps it: its body, and the row's ids, times and state."""
+
     id: int
     conversation_id: int
-    role: str
-    content: str
     created_at: float
     updated_at: float
     state: str = COMPLETE
     stats: ReplyStats | None = None
     out_of_context: bool = False  # left out of the latest reply's prompt by the context budget
     format: str | None = None  # JSON_REPLY: held to JSON; None: Markdown text
-    tool_calls: tuple[ToolCall, ...] = ()  # an assistant message's calls
-    tool_call_id: str | None = None  # a tool message: the call it answers
-    tool_name: str | None = None  # a tool message: the tool that answered
-
-    def prompt_message(self) -> PromptMessage:
-        return PromptMessage(self.role, self.content, self.tool_calls, self.tool_call_id, self.tool_name)
 
 
 @dataclass
@@ -67,7 +60,7 @@ class StoredConversation:
     # The tools its turns may call (app.chat.tool_set reads it); None: none.
     tools: dict | None = None
 
-    def history(self) -> tuple[list[PromptMessage], list[int]]:
+    def history(self) -> tuple[list[MessageBody], list[int]]:
         """The turns to send to the engine, and the message id of each.
 
         A reply still generating (another process's) is left out, and so is
@@ -83,7 +76,7 @@ class StoredConversation:
             if m.role == "assistant" and (m.state == GENERATING or not (m.content or m.tool_calls)):
                 continue
             if m.role in ("user", "assistant", "tool"):
-                msgs.append(m.prompt_message())
+                msgs.append(m.body())
                 ids.append(m.id)
         return msgs, ids
 

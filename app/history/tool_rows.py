@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Iterable
 
-from app.engine.prompt import ToolCall
+from app.engine.message import ToolCall
 
 log = logging.getLogger("llamadesk.store")
 

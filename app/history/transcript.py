@@ -18,10 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app import __version__
+from app.engine.message import ROLES
 from app.engine.stats import ReplyStats
 from app.history import timestamps
 from app.history.errors import TranscriptError
-from app.history.records import FORMATS, ROLES, STATES, StoredConversation, StoredMessage
+from app.history.records import FORMATS, STATES, StoredConversation, StoredMessage
 from app.history.tool_rows import calls_from_list
 
 FORMAT = "llamadesk.transcript"
@@ -212,19 +213,18 @@ def _message(m, mw: str) -> StoredMessage:
         calls = calls_from_list(m.get("tool_calls") or [])
     except ValueError as e:
         raise _Bad(f"{mw}.{e}") from None
-    if calls and role != "assistant":
-        raise _Bad(f"{mw} has tool_calls, which only an assistant message makes")
-    tool_name = _get(m, "tool_name", (str,), mw, optional=True)
-    if (role == "tool") != (tool_name is not None):
-        raise _Bad(f"{mw}: a tool message needs a tool_name, and only a tool message has one")
-    return StoredMessage(
+    msg = StoredMessage(
         id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw),
         created_at=created, updated_at=created if updated is None else updated,
         state=state, stats=_stats(m.get("stats"), mw),
         out_of_context=bool(_get(m, "out_of_context", (bool,), mw, optional=True)), format=fmt,
         tool_calls=calls, tool_call_id=_get(m, "tool_call_id", (str,), mw, optional=True),
-        tool_name=tool_name,
+        tool_name=_get(m, "tool_name", (str,), mw, optional=True),
     )
+    problem = msg.problem()
+    if problem:
+        raise _Bad(f"{mw}: {problem}")
+    return msg
 
 
 def load(path: str | Path) -> StoredConversation:

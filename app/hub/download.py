@@ -37,8 +37,8 @@ from app.engine.gguf import human_size
 from app.hub import library
 from app.hub.api import RemoteFile
 from app.hub.errors import DiskSpaceError, DownloadStopped, HubError, HubRequestError
-from app.hub.ranged import RangeIgnored, ranged
 from app.hub.journal import Journal
+from app.hub.ranged import RangeIgnored, ranged
 from app.hub.resources import free_disk
 
 Progress = Callable[[str, int, int], None]  # (phase: "download" | "verify", done, total)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.openai_compat.refusal import RequestError, bad
 from app.openai_compat.fields import is_text
+from app.openai_compat.refusal import RequestError, bad
 
 URL = "/v1/embeddings"
 FIELDS = ("input", "model", "encoding_format", "dimensions", "user")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 
 # "developer" is what newer OpenAI SDK examples send for the system message.
@@ -88,7 +88,7 @@ def settings_from_body(body: dict, defaults: GenerationSettings) -> GenerationSe
     return s
 
 
-def messages(raw) -> list[PromptMessage]:
+def messages(raw) -> list[MessageBody]:
     """The conversation as the prompt format renders it: a developer message is a system one,
     an assistant's tool calls are written as the JSON it answered with, a tool's result is a
     turn that says which call it answers."""
@@ -112,7 +112,7 @@ def messages(raw) -> list[PromptMessage]:
                 raise ValueError(f"{where}.tool_call_id must name the call this result answers")
             role, text = "user", (f"The tool {called.get(cid, cid)} returned: {text}\n"
                                   "Use this result to answer the request.")
-        out.append(PromptMessage(role, text))
+        out.append(MessageBody(role, text))
     return out
 
 

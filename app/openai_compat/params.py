@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 
 from app.engine.grammar import Constraint, GrammarError, compile_grammar
 from app.engine.logprobs import MAX_TOP
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
-from app.openai_compat.refusal import RequestError, bad
 from app.openai_compat.fields import is_text, messages, real, settings_from_body, show, whole
+from app.openai_compat.refusal import RequestError, bad
 from app.openai_compat.tools import ToolCalls, parse_tools
 
 # Fields that carry no behaviour we could fail to honour; `cache_prompt` is llama-server's own:
@@ -45,7 +45,7 @@ class Parsed:
     settings: GenerationSettings
     stream: bool
     include_usage: bool
-    messages: list[PromptMessage] | None = None
+    messages: list[MessageBody] | None = None
     prompts: list[Prompt] | None = None  # a completion's; one choice (or n) per prompt
     tools: ToolCalls | None = None  # the reply is read as tool calls (or a response)
     n: int = 1
@@ -201,12 +201,12 @@ def _compiled(c: Constraint | None, param: str | None) -> Constraint | None:
     return c
 
 
-def with_tools(msgs: list[PromptMessage], tools: ToolCalls) -> list[PromptMessage]:
+def with_tools(msgs: list[MessageBody], tools: ToolCalls) -> list[MessageBody]:
     """The tools described ahead of the conversation's own system prompt."""
     head = tools.instructions()
     if msgs and msgs[0].role == "system":
-        return [PromptMessage("system", f"{head}\n\n{msgs[0].content}"), *msgs[1:]]
-    return [PromptMessage("system", head), *msgs]
+        return [MessageBody("system", f"{head}\n\n{msgs[0].content}"), *msgs[1:]]
+    return [MessageBody("system", head), *msgs]
 
 
 def parse(body, kind: str, defaults: GenerationSettings) -> Parsed:

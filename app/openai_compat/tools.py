@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass
 
 from app.engine.grammar import Constraint
-from app.openai_compat.refusal import RequestError, bad
 from app.openai_compat.fields import is_text
+from app.openai_compat.refusal import RequestError, bad
 
 MAX_PARALLEL = 8  # calls in one reply when parallel calls are allowed: a bound keeps a reply finite
 ANY_ARGS = {"type": "object"}

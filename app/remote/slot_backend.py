@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from app.slots.types import BatchEvent, BatchProgress, RequestDone, SlotRequest, SlotResult, SlotStats
 from app.engine.control import CancelToken
 from app.engine.prompt import TranscriptFormat
 from app.engine.stats import ReplyStats
@@ -25,6 +24,7 @@ from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError, RemoteError
 from app.remote.server import ServerInfo
 from app.remote.stream import request_for, stream_reply
+from app.slots.types import BatchEvent, BatchProgress, RequestDone, SlotRequest, SlotResult, SlotStats
 
 MAX_REMOTE_PARALLEL = 256
 PROGRESS_EVERY_S = 0.25
@@ -49,8 +49,8 @@ class RemoteBatchEngine:
     def connect(cls, endpoint: Endpoint, model: str | None, parallel: int, prompt_format: str = "chat",
                 on_event: Callable[[BatchEvent], None] | None = None) -> RemoteBatchEngine:
         """Its own client and probe (the Batch window's thread builds one); free() closes it."""
-        from app.remote.transport import client
         from app.remote.server import probe
+        from app.remote.transport import client
 
         http = client(endpoint)
         try:

@@ -26,9 +26,9 @@ from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError, RemoteError
-from app.remote.transport import MALFORMED, Notice, open_stream, parse_data, transport_reason
 from app.remote.server import LLAMA_CPP_KINDS, VLLM, ServerInfo
 from app.remote.tool_deltas import ToolCallDeltas
+from app.remote.transport import MALFORMED, Notice, open_stream, parse_data, transport_reason
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _FINISH = {"stop": "stop", "length": "length", "eos": "stop", "tool_calls": "stop", "content_filter": "stop"}
@@ -80,7 +80,7 @@ def completion_body(kind: str, model: str, prompt: str, s: GenerationSettings,
 
 def request_for(kind: str, model: str, messages: list, s: GenerationSettings,
                 transcript: TranscriptFormat | None) -> tuple[str, dict]:
-    """(path, body) for `messages` (PromptMessage): the chat endpoint, or with `transcript` the plain
+    """(path, body) for `messages` (MessageBody): the chat endpoint, or with `transcript` the plain
     transcript LlamaDesk renders itself, sent to /completions with the format's stop strings."""
     if transcript is None:
         return "/chat/completions", chat_body(kind, model, [{"role": m.role, "content": m.content}

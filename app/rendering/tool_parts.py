@@ -11,9 +11,8 @@ what a reader sees.
 from __future__ import annotations
 
 import json
-from typing import Protocol
 
-from app.engine.prompt import ToolCall
+from app.engine.message import MessageBody, ToolCall
 from app.rendering.markdown_html import code_markdown, json_markdown
 
 
@@ -43,15 +42,7 @@ def result_markdown(name: str | None, content: str) -> str:
     return f"**Result of `{name or 'a tool'}`**\n\n{body}"
 
 
-class HasTools(Protocol):
-    """A stored message, or the window's live one: both carry these."""
-
-    role: str
-    tool_calls: tuple[ToolCall, ...]
-    tool_name: str | None
-
-
-def message_markdown(m: HasTools, content_markdown: str) -> str:
+def message_markdown(m: MessageBody, content_markdown: str) -> str:
     """A message's Markdown with its tool parts: a result in place of the bare text, the calls
     after what the reply said (often nothing)."""
     if m.role == "tool":

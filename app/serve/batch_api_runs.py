@@ -29,7 +29,6 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from app.slots.types import RequestDone, SlotRequest, SlotResult, SlotStats
 from app.batch_jsonl.api_file import read_api_file
 from app.batch_jsonl.requests import BatchInputError, InputItem, refusal
 from app.batch_jsonl.results import BatchOutputError, ResultWriter, read_journal
@@ -43,6 +42,7 @@ from app.serve.batch_api_store import BatchStore, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
 from app.serve.side_engine import SideEngine
+from app.slots.types import RequestDone, SlotRequest, SlotResult, SlotStats
 
 log = logging.getLogger("llamadesk.serve.batch")
 RETRY_S = (0.5, 1, 2, 5)  # waits between tries to record a failure, the last one repeated

@@ -18,8 +18,8 @@ from fastapi.responses import JSONResponse
 
 from app.engine.errors import EngineError
 from app.openai_compat.embeddings import URL, embedding_body, parse_embedding
-from app.openai_compat.refusal import RequestError
 from app.openai_compat.fields import is_text
+from app.openai_compat.refusal import RequestError
 from app.serve.http_rules import ApiError, bad, read_json, refused
 from app.serve.request_log import answered
 from app.serve.side_engine import SideEngine

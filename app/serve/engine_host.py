@@ -26,11 +26,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.engine.errors import EngineError
+from app.engine.loader import LoadedModel
 from app.slots.engine import BatchEngine
 from app.slots.speculation import BatchSpeculation
 from app.slots.types import BatchProgress, RequestDone, RequestStarted, SlotRequest, SlotResult, SlotStats
-from app.engine.errors import EngineError
-from app.engine.loader import LoadedModel
 
 log = logging.getLogger("llamadesk.serve")
 TTFT_WINDOW_S = 60.0

@@ -42,7 +42,6 @@ from typing import cast
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.slots.engine import ONLINE_RESERVE
 from app.engine.gguf import GGUFHeader, read_header
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
@@ -57,6 +56,7 @@ from app.serve.metrics import CONTENT_TYPE, ServeMetrics
 from app.serve.metrics_models import PoolMetrics
 from app.serve.pool import AllBusy, ModelPool, ModelSpec, NotServed, PoolError, PoolEvents
 from app.serve.side_engine import SideEngine
+from app.slots.engine import ONLINE_RESERVE
 
 LOAD_WAIT_S = 60.0  # a request for a model still loading waits this long, then 503
 BUSY_POLL_S = 0.02  # while every model that would make room is answering a request

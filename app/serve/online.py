@@ -24,7 +24,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
-from app.slots.types import RequestDone, SlotRequest, SlotResult
 from app.engine.events import TextDelta
 from app.engine.logprobs import Pieces
 from app.engine.sampling import GenerationSettings
@@ -36,6 +35,7 @@ from app.serve.metrics import ServeMetrics
 from app.serve.openai_params import Parsed, parse
 from app.serve.request_log import served
 from app.serve.side_engine import SideEngine
+from app.slots.types import RequestDone, SlotRequest, SlotResult
 
 log = logging.getLogger("llamadesk.serve")
 router = APIRouter()

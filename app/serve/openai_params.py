@@ -7,9 +7,9 @@ lines go through exactly the same ones (app.batch_jsonl.requests).
 from __future__ import annotations
 
 from app.engine.sampling import GenerationSettings
-from app.openai_compat.refusal import RequestError
 from app.openai_compat.params import Parsed
 from app.openai_compat.params import parse as parse_body
+from app.openai_compat.refusal import RequestError
 from app.serve.http_rules import ApiError
 
 

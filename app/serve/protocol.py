@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
-from app.slots.types import SlotStats
 from app.openai_compat.answer import FINISH, assistant_message
 from app.openai_compat.tools import ToolCalls
 from app.serve.logprob_shapes import ChatLogprobs, CompletionLogprobs
+from app.slots.types import SlotStats
 
 Kind = Literal["chat", "completion"]
 

@@ -25,7 +25,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
-from app.slots.types import RequestDone, SlotResult
 from app.engine.events import TextDelta
 from app.openai_compat.answer import assistant_message
 from app.openai_compat.tools import ToolCalls
@@ -34,6 +33,7 @@ from app.serve.http_rules import ApiError, bad, error_response, read_json, refus
 from app.serve.online import OnlineAPI
 from app.serve.openai_params import Parsed, parse
 from app.serve.request_log import served
+from app.slots.types import RequestDone, SlotResult
 
 router = APIRouter()
 STORED = 1000

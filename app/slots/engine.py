@@ -29,6 +29,14 @@ from dataclasses import replace
 
 import llama_cpp
 
+from app.engine.errors import ContextOverflowError, EngineError
+from app.engine.grammar import compile_grammar
+from app.engine.loader import LoadedModel
+from app.engine.message import MessageBody
+from app.engine.prompt import chat_format, reply_stops
+from app.engine.prompt_cache import PromptCache
+from app.engine.speculative import K_MAX, Speculation
+from app.engine.utilization import limits_for
 from app.slots.context import BatchContext
 from app.slots.prefixes import Prefixes
 from app.slots.scheduler import ONLINE_RESERVE, Prepared, Scheduler, SlotState
@@ -43,13 +51,6 @@ from app.slots.types import (
     SlotResult,
     SlotStats,
 )
-from app.engine.errors import ContextOverflowError, EngineError
-from app.engine.grammar import compile_grammar
-from app.engine.loader import LoadedModel
-from app.engine.prompt import PromptMessage, chat_format, reply_stops
-from app.engine.prompt_cache import PromptCache
-from app.engine.speculative import K_MAX, Speculation
-from app.engine.utilization import limits_for
 
 log = logging.getLogger("llamadesk.batch")
 
@@ -175,7 +176,7 @@ class BatchEngine:
             toks = self.to_tokens(req.messages, preamble)
         return toks, reply_stops(self.format, tuple(req.settings.stop), req.settings.ignore_eos)
 
-    def to_tokens(self, messages: list[PromptMessage], preamble: bool = True) -> list[int]:
+    def to_tokens(self, messages: list[MessageBody], preamble: bool = True) -> list[int]:
         """Render messages in this engine's prompt format and tokenize them."""
         text = self.format.render(messages, preamble)
         return self.model.llm.tokenize(text.encode("utf-8"), add_bos=self.format.add_bos,

@@ -21,18 +21,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from app.engine.control import common_prefix
+from app.engine.message import MessageBody
+from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.slots.context import BatchContext
 from app.slots.scheduler import Scheduler, SlotState
 from app.slots.slot import Slot
 from app.slots.types import PrefixCounts, SlotRequest
-from app.engine.control import common_prefix
-from app.engine.prompt import PromptMessage
-from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 
 log = logging.getLogger("llamadesk.batch")
 
 _PROBES = ("a", "b")  # two first messages: their prompts' common start is the format's shared prefix
-ToTokens = Callable[[list[PromptMessage], bool], list[int]]
+ToTokens = Callable[[list[MessageBody], bool], list[int]]
 
 
 class Prefixes:
@@ -130,8 +130,8 @@ class Prefixes:
         system = next((m.content for m in req.messages if m.role == "system"), None)
         key = (system if system and system.strip() else None, req.settings.preamble)
         if key not in self._shared:
-            head = [PromptMessage("system", key[0])] if key[0] else []
-            a, b = (self.to_tokens([*head, PromptMessage("user", p)], key[1]) for p in _PROBES)
+            head = [MessageBody("system", key[0])] if key[0] else []
+            a, b = (self.to_tokens([*head, MessageBody("user", p)], key[1]) for p in _PROBES)
             n = common_prefix(a, b)
             self._shared = dict(list(self._shared.items())[-7:])  # a few system prompts at most
             self._shared[key] = a[:n] if n >= MIN_PREFIX_TOKENS else None

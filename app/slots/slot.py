@@ -11,15 +11,15 @@ import itertools
 import logging
 from array import array
 
-from app.slots.scheduler import SlotState
-from app.slots.speculation import accepted_per_pos, stats_fields
-from app.slots.types import SlotRequest, SlotResult, SlotStats
 from app.engine.events import Finished, FirstToken, TextDelta
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.speculative import Speculation
 from app.engine.stats import ReplyStats
 from app.engine.textstream import TokenReader
 from app.engine.timing import TokenTimer
+from app.slots.scheduler import SlotState
+from app.slots.speculation import accepted_per_pos, stats_fields
+from app.slots.types import SlotRequest, SlotResult, SlotStats
 
 log = logging.getLogger("llamadesk.batch")
 

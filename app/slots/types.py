@@ -12,14 +12,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from app.engine.events import Event
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 
 
 @dataclass
 class SlotRequest:
     custom_id: str
-    messages: list[PromptMessage] = field(default_factory=list)
+    messages: list[MessageBody] = field(default_factory=list)
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     # Pre-tokenized prompt: bypasses chat formatting (benchmarks, tests that
     # compare with Decoder on identical tokens). Stop strings then come only
@@ -34,7 +34,7 @@ class SlotRequest:
     # stop strings plus the request's (as for `messages`). Lets a caller fit
     # the history to the slot (the chat's fit_history). Anything it raises
     # becomes this request's error result.
-    build_prompt: Callable[[int, Callable[[list[PromptMessage]], list[int]]], list[int]] | None = None
+    build_prompt: Callable[[int, Callable[[list[MessageBody]], list[int]]], list[int]] | None = None
     # Per-request stream (FirstToken, TextDelta, Finished), the same events the
     # Decoder emits, so a chat view can show an online reply served by a batch.
     on_event: Callable[[Event], None] | None = None

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from app.slots.engine import BatchEngine
 from app.batch_jsonl.job import BatchJob
 from app.batch_jsonl.requests import BatchInputError, read_input
 from app.batch_jsonl.results import BatchOutputError, ResultWriter, read_journal
 from app.engine.loader import LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
+from app.slots.engine import BatchEngine
 
 DEFAULTS = GenerationSettings(max_tokens=8, temperature=0)
 

@@ -9,13 +9,13 @@ import pytest
 
 from app.chat.budget import Fit, fit_history
 from app.engine.errors import ContextOverflowError
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 
 
 def scan_fit(system, history, new_message, max_tokens, n_ctx, to_tokens) -> Fit:
     """The algorithm fit_history replaced, kept as the reference: drop one turn, re-render all."""
-    head = [PromptMessage("system", system)] if system and system.strip() else []
-    tail = [PromptMessage("user", new_message)]
+    head = [MessageBody("system", system)] if system and system.strip() else []
+    tail = [MessageBody("user", new_message)]
     start, full = 0, None
     while True:
         kept = head + history[start:] + tail
@@ -39,17 +39,17 @@ class Counted:
         return self.to_tokens(msgs)
 
 
-def conversation(n: int, seed: int = 0) -> list[PromptMessage]:
+def conversation(n: int, seed: int = 0) -> list[MessageBody]:
     """Turns of uneven length; now and then two user messages in a row or a lone reply,
     as an edited or imported conversation can have."""
     rnd = random.Random(seed)
-    out: list[PromptMessage] = []
+    out: list[MessageBody] = []
     while len(out) < n:
-        out.append(PromptMessage("user", f"q{len(out)} " + "tell me more " * rnd.randint(0, 12)))
+        out.append(MessageBody("user", f"q{len(out)} " + "tell me more " * rnd.randint(0, 12)))
         if rnd.random() < 0.9:
-            out.append(PromptMessage("assistant", f"a{len(out)} " + "here is more " * rnd.randint(0, 30)))
+            out.append(MessageBody("assistant", f"a{len(out)} " + "here is more " * rnd.randint(0, 30)))
         if rnd.random() < 0.05:
-            out.append(PromptMessage("assistant", "and another thing"))
+            out.append(MessageBody("assistant", "and another thing"))
     return out[:n]
 
 
@@ -62,8 +62,8 @@ def test_four_thousand_messages_fit_in_a_logarithmic_number_of_renders(engine):
     # The same answer the scan gives, checked at its two ends without running it:
     # the kept messages fit, and keeping one more turn would not.
     cut = len(fit.dropped)
-    assert fit.kept == [PromptMessage("system", "You are terse."), *history[cut:],
-                        PromptMessage("user", "And now?")]
+    assert fit.kept == [MessageBody("system", "You are terse."), *history[cut:],
+                        MessageBody("user", "And now?")]
     assert fit.tokens == engine.prompt_tokens(fit.kept)
     prev = max(i for i in range(cut) if i == 0 or history[i].role == "user")
     longer = [fit.kept[0], *history[prev:], fit.kept[-1]]
@@ -86,7 +86,7 @@ CASES = [  # (messages, seed, system, max_tokens, n_ctx)
 def test_same_kept_dropped_and_tokens_as_the_scan(engine, n, seed, system, max_tokens, n_ctx):
     history = conversation(n, seed)
     if seed % 3 == 1 and history:  # a conversation that opens with a reply
-        history = [PromptMessage("assistant", "Hello, how can I help?"), *history]
+        history = [MessageBody("assistant", "Hello, how can I help?"), *history]
     new = "What next? " * (seed + 1)
     ref = scan_fit(system, history, new, max_tokens, n_ctx, engine.prompt_tokens)
     got = fit_history(system, history, new, max_tokens, n_ctx, engine.prompt_tokens)

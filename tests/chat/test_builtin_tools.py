@@ -10,7 +10,7 @@ import pytest
 from app.chat import builtin_tools
 from app.chat.builtin_tools import CALCULATOR, CLOCK, calculate
 from app.chat.tool_set import MAX_ROUNDS, ToolSet, ToolSetError, declared_tools, make_tool_set
-from app.engine.prompt import ToolCall
+from app.engine.message import ToolCall
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "today's weather",
                                             "parameters": {"type": "object", "required": ["city"],

@@ -12,7 +12,7 @@ from app.chat.recorder import ReplySaver, Turn, TurnRecorder, record_turn
 from app.engine.control import CancelToken
 from app.engine.errors import ContextOverflowError, GenerationError
 from app.engine.events import TextDelta
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.history.records import COMPLETE, GENERATING, INTERRUPTED
 from app.history.store import Store
@@ -61,7 +61,7 @@ def test_continued_turn_sends_the_history(store, rec, engine):
     assert conv.system_prompt == "Be kind."  # kept when the next turn gives none
     # Exactly the prompt the window builds from the stored history:
     msgs, _ = conv.history()
-    expected = engine.prompt_tokens([PromptMessage("system", "Be kind."), *msgs[:3]])
+    expected = engine.prompt_tokens([MessageBody("system", "Be kind."), *msgs[:3]])
     assert second.reply.stats.prompt_tokens == len(expected)
 
 

@@ -11,7 +11,7 @@ from app.chat import tool_loop
 from app.chat.recorder import TurnRecorder, record_turn
 from app.chat.tool_messages import local_turn
 from app.chat.tool_set import make_tool_set
-from app.engine.prompt import PromptMessage, ToolCall
+from app.engine.message import MessageBody, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.history import export
 from app.history.records import JSON_REPLY
@@ -34,8 +34,8 @@ def test_a_required_call_comes_back_as_a_call_not_as_text(engine):
 
 def test_the_history_goes_to_the_model_in_the_servers_tool_format():
     call = ToolCall("call_9", "calculator", '{"expression": "17 * 23"}')
-    history = [PromptMessage("user", "What is 17 times 23?"), PromptMessage("assistant", "", (call,)),
-               PromptMessage("tool", "391", tool_call_id="call_9", name="calculator")]
+    history = [MessageBody("user", "What is 17 times 23?"), MessageBody("assistant", "", (call,)),
+               MessageBody("tool", "391", tool_call_id="call_9", tool_name="calculator")]
     turn = local_turn(history, None, "Be brief.", greedy(), CALC.calls(1))
     assert turn.system.startswith("You have these tools:") and turn.system.endswith("Be brief.")
     assert json.loads(turn.history[1].content) == {"tool_calls": [{"name": "calculator",

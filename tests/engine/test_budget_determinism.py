@@ -12,16 +12,16 @@ from app.chat.budget import fit_history
 from app.chat.local_engine import LocalChatEngine
 from app.engine.errors import ContextOverflowError
 from app.engine.loader import LoadOptions
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.engine.textstream import TextAssembler
 
 
-def _history(turns: int, words: int = 40) -> list[PromptMessage]:
+def _history(turns: int, words: int = 40) -> list[MessageBody]:
     out = []
     for i in range(turns):
-        out += [PromptMessage("user", f"Question {i}: " + "tell me more " * words),
-                PromptMessage("assistant", f"Answer {i}: " + "here is more " * words)]
+        out += [MessageBody("user", f"Question {i}: " + "tell me more " * words),
+                MessageBody("assistant", f"Answer {i}: " + "here is more " * words)]
     return out
 
 
@@ -30,12 +30,12 @@ def test_budget_drops_oldest_whole_turns_and_keeps_system(engine):
     fit = fit_history("You are terse.", history, "Last question?", 100, 512, engine.prompt_tokens)
     assert fit.dropped and fit.dropped == list(range(len(fit.dropped)))
     assert len(fit.dropped) % 2 == 0, "a turn is a user message and its reply"
-    assert fit.kept[0] == PromptMessage("system", "You are terse.")
-    assert fit.kept[-1] == PromptMessage("user", "Last question?")
+    assert fit.kept[0] == MessageBody("system", "You are terse.")
+    assert fit.kept[-1] == MessageBody("user", "Last question?")
     assert fit.kept[1:-1] == history[len(fit.dropped):]
     assert len(fit.tokens) + 100 <= 512
-    full = engine.prompt_tokens([PromptMessage("system", "You are terse."), *history,
-                                 PromptMessage("user", "Last question?")])
+    full = engine.prompt_tokens([MessageBody("system", "You are terse."), *history,
+                                 MessageBody("user", "Last question?")])
     assert fit.dropped_tokens == len(full) - len(fit.tokens)
     # One turn fewer dropped would not have fitted.
     keep_more = [fit.kept[0], *history[len(fit.dropped) - 2:], fit.kept[-1]]

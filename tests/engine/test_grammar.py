@@ -10,11 +10,11 @@ import re
 import jsonschema
 import pytest
 
+from app.engine.grammar import Constraint, GrammarError, compile_grammar
+from app.engine.message import MessageBody
+from app.engine.sampling import GenerationSettings
 from app.slots.engine import BatchEngine
 from app.slots.types import SlotRequest
-from app.engine.grammar import Constraint, GrammarError, compile_grammar
-from app.engine.prompt import PromptMessage
-from app.engine.sampling import GenerationSettings
 
 PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age", "role"],
           "properties": {"name": {"type": "string", "maxLength": 24},
@@ -77,7 +77,7 @@ def test_the_batch_engine_keeps_each_slot_to_its_own_constraint(model_path):
     model = load_model(model_path, LoadOptions(n_ctx=512))
     eng = BatchEngine(model, n_slots=3, slot_ctx=512)
     try:
-        msg = [PromptMessage("user", "Describe a teacher.")]
+        msg = [MessageBody("user", "Describe a teacher.")]
         eng.submit_many([
             SlotRequest("json", msg, _settings(Constraint.json_schema(PERSON))),
             SlotRequest("free", msg, GenerationSettings(max_tokens=12, temperature=0)),

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from app.engine.prompt import (
-    DEFAULT_FRAMING,
-    EXAMPLES,
-    ROLE_STOPS,
-    PromptMessage,
-    TemplateFormat,
-    TranscriptFormat,
-)
+from app.engine.message import MessageBody
+from app.engine.prompt import DEFAULT_FRAMING, EXAMPLES, ROLE_STOPS, TemplateFormat, TranscriptFormat
 
-CHAT = [PromptMessage("user", "Hi"), PromptMessage("assistant", "Hello."),
-        PromptMessage("user", "Name a colour.")]
+CHAT = [MessageBody("user", "Hi"), MessageBody("assistant", "Hello."),
+        MessageBody("user", "Name a colour.")]
 
 
 def test_the_preamble_frames_the_chat_and_shows_the_examples_before_it():
@@ -25,7 +19,7 @@ def test_the_preamble_frames_the_chat_and_shows_the_examples_before_it():
 
 
 def test_a_system_prompt_replaces_the_framing_but_keeps_the_examples():
-    text = TranscriptFormat().render([PromptMessage("system", "You are a pirate."), *CHAT])
+    text = TranscriptFormat().render([MessageBody("system", "You are a pirate."), *CHAT])
     assert text.startswith("You are a pirate.\n\n") and DEFAULT_FRAMING not in text
     assert EXAMPLES[0][0] in text and text.count("You are a pirate.") == 1
     assert TranscriptFormat.preamble_text("You are a pirate.") in text
@@ -35,7 +29,7 @@ def test_preamble_off_is_the_bare_transcript():
     fmt = TranscriptFormat()
     assert fmt.render(CHAT, preamble=False) == \
         "User: Hi\nAssistant: Hello.\nUser: Name a colour.\nAssistant:"
-    assert fmt.render([PromptMessage("system", "Be brief."), *CHAT],
+    assert fmt.render([MessageBody("system", "Be brief."), *CHAT],
                       preamble=False).startswith("Be brief.\n\nUser: Hi")
 
 

@@ -9,7 +9,7 @@ from app.chat.local_engine import LocalChatEngine
 from app.engine.control import CancelToken, common_prefix
 from app.engine.events import PrefillStarted, TextDelta
 from app.engine.loader import LoadOptions
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 
 GREEDY = GenerationSettings(max_tokens=12, temperature=0)
@@ -19,10 +19,10 @@ def test_next_turn_prefills_only_new_tokens(engine):
     engine.decoder.reset()
     first = engine.reply([], "What is the capital of France?", GREEDY, system="Be brief.")
     in_cache = list(engine.decoder.tokens)
-    history = [PromptMessage("user", "What is the capital of France?"),
-               PromptMessage("assistant", first.text)]
-    prompt2 = engine.prompt_tokens([PromptMessage("system", "Be brief."), *history,
-                                    PromptMessage("user", "And Spain?")])
+    history = [MessageBody("user", "What is the capital of France?"),
+               MessageBody("assistant", first.text)]
+    prompt2 = engine.prompt_tokens([MessageBody("system", "Be brief."), *history,
+                                    MessageBody("user", "And Spain?")])
     second = engine.reply(history, "And Spain?", GREEDY, system="Be brief.")
     s = second.stats
     assert s.cached_tokens == common_prefix(in_cache, prompt2)
@@ -43,8 +43,8 @@ def test_template_that_rerenders_history_reports_real_match(model_path):
         q1 = "Name a colour of the sky on a clear summer day."
         first = eng.reply([], q1, GREEDY)
         in_cache = list(eng.decoder.tokens)
-        history = [PromptMessage("user", q1), PromptMessage("assistant", first.text)]
-        prompt2 = eng.prompt_tokens([*history, PromptMessage("user", "And at night?")])
+        history = [MessageBody("user", q1), MessageBody("assistant", first.text)]
+        prompt2 = eng.prompt_tokens([*history, MessageBody("user", "And at night?")])
         second = eng.reply(history, "And at night?", GREEDY)
         expected = common_prefix(in_cache, prompt2)
         assert second.stats.cached_tokens == expected

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from app.bench.quality_set import COPY_RUN, words
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 
 EARLIER = "The quick brown fox jumps over the lazy dog near the old river bank every morning."
 
 
 def test_dry_keeps_a_reply_from_copying_an_earlier_turn(engine):
-    history = [PromptMessage("user", "Say something about a fox."), PromptMessage("assistant", EARLIER)]
+    history = [MessageBody("user", "Say something about a fox."), MessageBody("assistant", EARLIER)]
     settings = GenerationSettings(max_tokens=40, temperature=0, repeat_penalty=1.0, dry_multiplier=3.0,
                                   dry_allowed_length=2)
     reply = engine.reply(history, "Now say exactly the same sentence again, word for word.", settings)
@@ -31,8 +31,8 @@ def test_bad_dry_and_preamble_settings_are_refused_by_name(field, value):
 
 
 def test_the_preamble_setting_changes_the_prompt_and_off_is_the_bare_transcript(engine):
-    on = engine.prompt_tokens([PromptMessage("user", "Hi")], preamble=True)
-    off = engine.prompt_tokens([PromptMessage("user", "Hi")], preamble=False)
+    on = engine.prompt_tokens([MessageBody("user", "Hi")], preamble=True)
+    off = engine.prompt_tokens([MessageBody("user", "Hi")], preamble=False)
     assert len(off) < len(on) and engine.decoder.tokenize("User: Hi\nAssistant:") == off
     reply = engine.reply([], "Hi", GenerationSettings(max_tokens=2, temperature=0, preamble=False))
     assert reply.stats.prompt_tokens == len(off)

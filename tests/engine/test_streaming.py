@@ -7,7 +7,7 @@ import itertools
 import llama_cpp
 
 from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, TextDelta
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.prompt_cache import clear_cache
 from app.engine.sampling import GenerationSettings
 
@@ -18,7 +18,7 @@ def _run(engine, text="Tell me a story about a dragon.", settings=STORY):
     """Decode without the transcript's stop string, so the reply runs its full length."""
     events = []
     engine.decoder.reset()
-    prompt = engine.prompt_tokens([PromptMessage("user", text)])
+    prompt = engine.prompt_tokens([MessageBody("user", text)])
     reply = engine.decoder.generate(prompt, settings, on_event=events.append)
     return reply, events
 

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from app.engine.prompt import ToolCall
+from app.engine.message import ToolCall
 from app.engine.stats import ReplyStats
 from app.history import export, migrations, transcript
 from app.history.errors import TranscriptError
@@ -91,14 +91,14 @@ def test_calls_and_results_round_trip_through_the_store_and_its_history():
     msgs, ids = conv.history()
     assert [m.role for m in msgs] == ["user", "assistant", "tool", "tool", "assistant"]
     assert msgs[1].tool_calls == (CALL, CLOCK)
-    assert (msgs[3].tool_call_id, msgs[3].name) == ("call_2", "current_time")
+    assert (msgs[3].tool_call_id, msgs[3].tool_name) == ("call_2", "current_time")
     assert ids == [m.id for m in conv.messages]
 
 
 def test_a_tool_message_must_name_its_tool():
     with Store.open() as s:
         cid = s.create_conversation()
-        with pytest.raises(ValueError, match="names its tool"):
+        with pytest.raises(ValueError, match="needs a tool_name"):
             s.add_message(cid, "tool", "42")
 
 
@@ -153,7 +153,7 @@ def test_the_json_transcript_round_trips_calls_results_and_tools(tmp_path):
 @pytest.mark.parametrize("edit, message", [
     (lambda ms: ms[1].update(tool_calls=[{"id": "x", "name": "f"}]), "messages[1].tool_calls[0] should be"),
     (lambda ms: ms[0].update(tool_calls=[{"id": "x", "name": "f", "arguments": "{}"}]),
-     "messages[0] has tool_calls, which only an assistant"),
+     "messages[0]: it has tool_calls, which only an assistant"),
     (lambda ms: ms[2].pop("tool_name"), "messages[2]: a tool message needs a tool_name"),
 ])
 def test_a_transcript_with_malformed_tool_parts_is_refused_naming_them(tmp_path, edit, message):

@@ -31,11 +31,15 @@ STATS = ReplyStats(ttft_s=0.5, prefill_tokens=10, cached_tokens=0, prefill_s=0.0
 VALID = transcript.to_document(StoredConversation(
     id=7, title="Owls 🦉", created_at=1733040000.0, updated_at=1733040100.5, system_prompt="Be brief.",
     model="m.gguf", settings={"seed": 1, "stop": ["\n\n"], "model": {"file": "m.gguf"}},
-    messages=[StoredMessage(0, 7, "user", "Tell me\tabout owls", 1733040000.0, 1733040000.0),
-              StoredMessage(0, 7, "assistant", "They hunt at night.", 1733040001.0, 1733040002.0,
-                            COMPLETE, STATS, True),
-              StoredMessage(0, 7, "user", "More?", 1733040050.0, 1733040050.0),
-              StoredMessage(0, 7, "assistant", "Partly", 1733040051.0, 1733040052.0, GENERATING)]))
+    messages=[StoredMessage("user", "Tell me\tabout owls", id=0, conversation_id=7, created_at=1733040000.0,
+                            updated_at=1733040000.0),
+              StoredMessage("assistant", "They hunt at night.", id=0, conversation_id=7,
+                            created_at=1733040001.0, updated_at=1733040002.0, state=COMPLETE, stats=STATS,
+                            out_of_context=True),
+              StoredMessage("user", "More?", id=0, conversation_id=7, created_at=1733040050.0,
+                            updated_at=1733040050.0),
+              StoredMessage("assistant", "Partly", id=0, conversation_id=7, created_at=1733040051.0,
+                            updated_at=1733040052.0, state=GENERATING)]))
 
 
 def _paths(v, here=()) -> list[tuple]:

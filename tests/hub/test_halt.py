@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from app.hub import library, pull
-from app.hub.ranged import client
 from app.hub.journal import Ranges
+from app.hub.ranged import client
 from tests.hub.conftest import TINY
 from tests.hub.helpers import byte_ranges, journal_ranges, sha256
 

@@ -7,7 +7,7 @@ import pytest
 
 from app.chat.remote_engine import RemoteChatEngine
 from app.engine.events import FirstToken, TextDelta
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
 from app.remote.server import LLAMA_SERVER, OPENAI
@@ -44,8 +44,8 @@ def test_second_turn_reports_the_servers_cached_prefix(llama_server_v1):
     eng = RemoteChatEngine(Endpoint.parse(llama_server_v1))
     try:
         first = eng.reply([], "Tell me about the sea in one sentence.", GREEDY)
-        history = [PromptMessage("user", "Tell me about the sea in one sentence."),
-                   PromptMessage("assistant", first.text)]
+        history = [MessageBody("user", "Tell me about the sea in one sentence."),
+                   MessageBody("assistant", first.text)]
         second = eng.reply(history, "And the mountains?", GREEDY)
     finally:
         eng.close()

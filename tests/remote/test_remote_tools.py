@@ -10,7 +10,7 @@ import pytest
 
 from app.chat.remote_engine import RemoteChatEngine
 from app.chat.tool_set import make_tool_set
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
 from app.remote.tool_deltas import ToolCallDeltas
@@ -34,9 +34,9 @@ def test_a_servers_streamed_tool_calls_come_back_as_calls_and_results_go_as_tool
         assert r.text == "" and [c.name for c in r.tool_calls] == ["calculator"]
         assert isinstance(json.loads(r.tool_calls[0].arguments)["expression"], str)
         assert r.stats.ttft_s is not None and r.stats.error is None
-        history = [PromptMessage("user", "What is 17 times 23?"),
-                   PromptMessage("assistant", "", r.tool_calls),
-                   PromptMessage("tool", "391", tool_call_id=r.tool_calls[0].id, name="calculator")]
+        history = [MessageBody("user", "What is 17 times 23?"),
+                   MessageBody("assistant", "", r.tool_calls),
+                   MessageBody("tool", "391", tool_call_id=r.tool_calls[0].id, tool_name="calculator")]
         wire = eng.messages(history, None, None)
         assert wire[1]["tool_calls"][0]["function"]["name"] == "calculator" and wire[2]["role"] == "tool"
         after = eng.reply(history, None, GenerationSettings(max_tokens=12, temperature=0.0))

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.slots.types import SlotResult, SlotStats
 from app.serve.engine_host import HostStats
 from app.serve.metrics import LATENCY_BUCKETS, ServeMetrics, decades
+from app.slots.types import SlotResult, SlotStats
 
 MODEL = "gemma-3-270m-q4_k_m.gguf"
 

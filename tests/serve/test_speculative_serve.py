@@ -129,8 +129,8 @@ def test_a_draft_model_of_another_vocabulary_is_refused_in_one_line(model_path, 
 
 
 def test_timings_carry_llama_servers_draft_fields_only_from_a_speculating_server():
-    from app.slots.types import SlotStats
     from app.serve.protocol import timings
+    from app.slots.types import SlotStats
 
     t = timings(SlotStats(completion_tokens=9, spec_mode="ngram", draft_tokens=7, draft_accepted=5))
     assert (t["draft_n"], t["draft_n_accepted"]) == (7, 5)

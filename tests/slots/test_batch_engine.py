@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from app.slots.engine import BatchEngine
-from app.slots.types import BatchProgress, RequestDone, RequestStarted, SlotRequest
 from app.engine.decoder import Decoder
 from app.engine.errors import ContextOverflowError
 from app.engine.events import Finished, TextDelta
 from app.engine.loader import LoadOptions, load_model
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
+from app.slots.engine import BatchEngine
+from app.slots.types import BatchProgress, RequestDone, RequestStarted, SlotRequest
 
 TOPICS = ["the sea", "a red fox", "bread", "rain", "mountains", "a clock", "trains", "the moon",
           "coffee", "a library", "winter", "bees"]
@@ -38,7 +38,7 @@ def fixed(n: int, **kw) -> GenerationSettings:
 
 
 def ask(i: int, text: str, settings: GenerationSettings) -> SlotRequest:
-    return SlotRequest(f"r{i}", [PromptMessage("user", text)], settings)
+    return SlotRequest(f"r{i}", [MessageBody("user", text)], settings)
 
 
 def raw(model, i: int, text: str, settings: GenerationSettings) -> SlotRequest:
@@ -65,7 +65,7 @@ def test_short_request_frees_its_slot_for_the_queue_before_long_ones_end(model):
 def test_per_request_settings_are_honoured(model):
     reqs = [raw(model, 0, "Count: one, two, three,", fixed(5)),
             raw(model, 1, "Count: one, two, three,", fixed(11)),
-            SlotRequest("stop", [PromptMessage("user", "List the days of the week, comma separated.")],
+            SlotRequest("stop", [MessageBody("user", "List the days of the week, comma separated.")],
                          GenerationSettings(max_tokens=40, temperature=0, stop=(",",))),
             ask(3, "Write a poem about rain.", GenerationSettings(max_tokens=12, temperature=1.0, seed=7)),
             ask(4, "Write a poem about rain.", GenerationSettings(max_tokens=12, temperature=1.0, seed=8))]
@@ -101,7 +101,7 @@ def _alone(model, eng: BatchEngine, reqs, n):
 
 
 def _topics(n: int) -> list[SlotRequest]:
-    return [SlotRequest(f"t{i}", [PromptMessage("user", f"Write a short paragraph about {t}.")],
+    return [SlotRequest(f"t{i}", [MessageBody("user", f"Write a short paragraph about {t}.")],
                          GenerationSettings(max_tokens=16, temperature=0)) for i, t in enumerate(TOPICS[:n])]
 
 
@@ -142,8 +142,8 @@ def test_several_slots_finish_every_request_at_full_length(model):
 
 
 def test_build_prompt_runs_with_the_slot_context_and_its_tokens_are_decoded(model):
-    history = [PromptMessage("user", "An old question about " + "many things " * 30),
-               PromptMessage("assistant", "An old answer."), PromptMessage("user", "Name a fruit.")]
+    history = [MessageBody("user", "An old question about " + "many things " * 30),
+               MessageBody("assistant", "An old answer."), MessageBody("user", "Name a fruit.")]
     calls = []
 
     def build(slot_ctx, to_tokens):
@@ -183,7 +183,7 @@ def test_error_results_carry_a_typed_kind(model):
     eng = _engine(model, 2)
     try:
         eng.submit_many([raw(model, 0, "word " * 1000, fixed(4)),
-                         SlotRequest("bad", [PromptMessage("user", "Hi.")], GenerationSettings(top_p=0)),
+                         SlotRequest("bad", [MessageBody("user", "Hi.")], GenerationSettings(top_p=0)),
                          SlotRequest("fit", build_prompt=overflow),
                          SlotRequest("bug", build_prompt=broken),
                          SlotRequest("empty", prompt_tokens=[]),
@@ -219,7 +219,7 @@ def test_online_request_takes_the_next_free_slot_and_streams(model):
         t.start()
         assert first_batch.wait(30)
         n_before = len(started)
-        online = SlotRequest("chat", [PromptMessage("user", "What is bread?")], fixed(6),
+        online = SlotRequest("chat", [MessageBody("user", "What is bread?")], fixed(6),
                               on_event=lambda e: deltas.append(e.text) if isinstance(e, TextDelta)
                               else finished.append(e) if isinstance(e, Finished) else None)
         eng.submit_online(online)
@@ -254,7 +254,7 @@ def test_pause_keeps_batch_slots_while_online_runs_and_cancel_drops_the_rest(mod
     try:
         eng.submit_many([raw(model, i, "Tell me a story.", fixed(200)) for i in range(4)])
         eng.pause()
-        eng.submit_online(SlotRequest("chat", [PromptMessage("user", "Hi.")], fixed(4)))
+        eng.submit_online(SlotRequest("chat", [MessageBody("user", "Hi.")], fixed(4)))
         results = eng.run()
     finally:
         eng.free()
@@ -268,12 +268,12 @@ def test_pause_keeps_batch_slots_while_online_runs_and_cancel_drops_the_rest(mod
 def test_kept_prefixes_send_a_next_turn_to_its_slot_and_prefill_only_what_is_new(model):
     eng = _engine(model, 3, keep_prefixes=True)
     try:
-        first = [PromptMessage("user", "Tell me about the sea in one sentence.")]
-        other = [PromptMessage("user", "Name a fruit.")]
+        first = [MessageBody("user", "Tell me about the sea in one sentence.")]
+        other = [MessageBody("user", "Name a fruit.")]
         eng.submit_many([SlotRequest("a", first, fixed(8)), SlotRequest("b", other, fixed(8))])
         done = {r.custom_id: r for r in eng.run()}
-        turn2 = [*first, PromptMessage("assistant", done["a"].text),
-                 PromptMessage("user", "And the mountains?")]
+        turn2 = [*first, MessageBody("assistant", done["a"].text),
+                 MessageBody("user", "And the mountains?")]
         eng.submit_many([SlotRequest("a2", turn2, fixed(6))])
         (r2,) = eng.run()
         toks, _ = eng.prompt_for(SlotRequest("x", turn2, fixed(6)))
@@ -290,7 +290,7 @@ def test_kept_prefixes_send_a_next_turn_to_its_slot_and_prefill_only_what_is_new
 def test_without_kept_prefixes_nothing_is_reused(model):
     eng = _engine(model, 2)
     try:
-        msgs = [PromptMessage("user", "Tell me about the sea in one sentence.")]
+        msgs = [MessageBody("user", "Tell me about the sea in one sentence.")]
         eng.submit_many([SlotRequest("a", msgs, fixed(4))])
         eng.run()
         eng.submit_many([SlotRequest("b", msgs, fixed(4))])
@@ -358,7 +358,7 @@ def test_an_online_request_cuts_a_batch_only_step_short_and_the_batch_loses_noth
         t.start()
         assert busy.wait(30)
         for k in range(3):  # online requests while every batch slot decodes
-            eng.submit_online(SlotRequest(f"o{k}", [PromptMessage("user", "Name a colour.")], fixed(4)))
+            eng.submit_online(SlotRequest(f"o{k}", [MessageBody("user", "Name a colour.")], fixed(4)))
             time.sleep(0.3)
         t.join(120)
         assert not t.is_alive()

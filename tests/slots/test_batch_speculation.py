@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.slots.engine import BatchEngine
-from app.slots.speculation import NEVER_ALONE, BatchSpeculation
-from app.slots.types import SlotRequest
 from app.engine import batch_fill
 from app.engine.draft import draft_for
 from app.engine.loader import LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
+from app.slots.engine import BatchEngine
+from app.slots.speculation import NEVER_ALONE, BatchSpeculation
+from app.slots.types import SlotRequest
 from tests.engine.spec_replay import replay
 from tests.engine.test_speculative import EDIT
 

@@ -8,12 +8,12 @@ import threading
 
 import pytest
 
-from app.slots.engine import BatchEngine
-from app.slots.types import BatchProgress, SlotRequest
 from app.engine.control import common_prefix
 from app.engine.loader import LoadOptions, load_model
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
+from app.slots.engine import BatchEngine
+from app.slots.types import BatchProgress, SlotRequest
 
 QUESTIONS = ["What is the capital of France?", "Name a large animal.", "Why is the sky blue?",
              "What is bread made of?", "Describe a river in one line.", "What do bees make?",
@@ -28,7 +28,7 @@ def model(model_path):
 
 
 def chat(i: int, q: str, n: int = 6) -> SlotRequest:
-    return SlotRequest(f"q{i}", [PromptMessage("user", q)],
+    return SlotRequest(f"q{i}", [MessageBody("user", q)],
                        GenerationSettings(max_tokens=n, temperature=0, ignore_eos=True))
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from app.history import timestamps
+from app.history.records import INTERRUPTED, JSON_REPLY, StoredConversation, StoredMessage
 from app.rendering.markdown_html import json_markdown
 from app.rendering.tool_parts import message_markdown
-from app.history.records import INTERRUPTED, JSON_REPLY, StoredConversation, StoredMessage
 
 ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from html import escape
 
 from app.history.export.common import ROLE_NAMES, header_facts, marks, reply_markdown, title, when
-from app.rendering.markdown_html import HtmlRenderer, page_css, typed_segments
 from app.history.records import StoredConversation, StoredMessage
+from app.rendering.markdown_html import HtmlRenderer, page_css, typed_segments
 
 CSS = """
 :root { color-scheme: light dark; --bg: #f6f7f9; --card: #fff; --fg: #1d2330; --muted: #6b7280;

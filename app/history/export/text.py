@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
-from app.rendering.tool_parts import calls_text, pretty_arguments
 from app.history.records import StoredConversation
+from app.rendering.tool_parts import calls_text, pretty_arguments
 
 
 def render(conv: StoredConversation) -> str:

@@ -32,10 +32,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.slots.engine import DEFAULT_SLOTS
-from app.slots.types import BatchProgress
 from app.engine.sampling import GenerationSettings
 from app.paths import data_dir
+from app.slots.engine import DEFAULT_SLOTS
+from app.slots.types import BatchProgress
 from app.ui.batch.counts import BatchCounts, BatchPlan
 from app.ui.batch.results import ResultDialog, ResultsTable, progress_line, summary_line
 from app.ui.batch.worker import BatchRunner, BatchSpec, BatchTarget

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.slots.backend import SlotBackend
-from app.slots.engine import DEFAULT_SLOT_CTX, BatchEngine
-from app.slots.types import RequestDone, SlotRequest
 from app.batch_jsonl.job import BatchJob
 from app.chat.routed import RoutedTurn
 from app.engine.loader import LoadedModel
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
+from app.slots.backend import SlotBackend
+from app.slots.engine import DEFAULT_SLOT_CTX, BatchEngine
+from app.slots.types import RequestDone, SlotRequest
 from app.ui.batch.counts import BatchPlan, Planned
 from app.ui.threads import WorkerThread
 

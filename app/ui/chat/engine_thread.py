@@ -28,7 +28,7 @@ from app.chat.engines import EngineTarget, ReplyEngine, WhereItRuns, open_engine
 from app.engine.control import CancelToken
 from app.engine.errors import ContextOverflowError
 from app.engine.loader import LoadedModel
-from app.engine.prompt import PromptMessage
+from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
 from app.errors import LlamaDeskError
@@ -58,7 +58,7 @@ class Loaded:
 
 @dataclass
 class Job:
-    history: list[PromptMessage]
+    history: list[MessageBody]
     user_text: str | None  # None: the reply after tool results (the history ends with them)
     settings: GenerationSettings
     system: str | None

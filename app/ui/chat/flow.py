@@ -40,7 +40,7 @@ from app.chat.reply_format import ReplyFormat, reply_kind
 from app.chat.tool_loop import run_builtin
 from app.chat.tool_set import ToolSet, ToolSetError
 from app.engine.events import TextDelta
-from app.engine.prompt import ToolCall
+from app.engine.message import ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
 from app.history.records import INTERRUPTED
@@ -327,7 +327,7 @@ class ChatFlow(QObject):
         if reply.stats.stop_reason == "cancelled" and not reply.text:
             self._fail("Stopped before the first token", False, reply, level="info")
             return
-        msg = LiveMessage("assistant", reply.text, reply.stats,
+        msg = LiveMessage("assistant", reply.text, stats=reply.stats,
                           format=reply.format or reply_kind(job.settings.constraint),
                           tool_calls=reply.tool_calls)
         for i in self.conversation.mark_dropped(reply.dropped):
@@ -354,7 +354,7 @@ class ChatFlow(QObject):
         kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
         if text:
             fmt = reply_kind(self.job.settings.constraint) if self.job is not None else None
-            msg = LiveMessage("assistant", text, stats, state=INTERRUPTED, format=fmt)
+            msg = LiveMessage("assistant", text, stats=stats, state=INTERRUPTED, format=fmt)
             self.conversation.messages.append(msg)
             if self.recorder is not None and self.recorder.abandon(self._turn, text, stats=stats):
                 msg.id = self._turn.reply_message_id

@@ -25,9 +25,9 @@ from PySide6.QtGui import (
 
 from app.chat.conversation import LiveMessage
 from app.engine.stats import ReplyStats
+from app.history.records import JSON_REPLY
 from app.rendering.markdown_html import json_markdown
 from app.rendering.tool_parts import message_markdown
-from app.history.records import JSON_REPLY
 from app.ui.chat.markdown import Theme
 
 ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System", "tool": "Tool result"}

@@ -14,7 +14,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
 
-from app.engine.prompt import ToolCall
+from app.engine.message import ToolCall
 from app.rendering.tool_parts import pretty_arguments
 
 MAX_SHOWN_ARGS = 160
