@@ -5,11 +5,11 @@ window reads and records on its GUI thread, `llamadesk ask` saves the growing
 reply from a timer thread while its worker decodes, and a second process
 writes through its own connection (WAL and a busy timeout keep both safe).
 
-SQLite's errors are split by blame, by their result code (as qutebrowser's
-misc/sql.py does): a busy, read-only, full, unreadable or damaged database is
-the environment's, one line for the user to act on; anything else (bad SQL, a
-constraint, a misused connection) is a bug of ours, logged with its traceback
-and reported as one.
+SQLite's errors are split by blame (app.sqlite_errors, shared with the
+server's Batch API store): a busy, read-only, full, unreadable or damaged
+database is the environment's, a StoreError for the user to act on; anything
+else (bad SQL, a constraint, a misused connection) is a StoreBug, logged with
+its traceback and reported as one.
 """
 
 from __future__ import annotations
@@ -22,31 +22,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
+from app import sqlite_errors
 from app.history.errors import ConversationNotFound, StoreBug, StoreError
 
 log = logging.getLogger("llamadesk.history")
 MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY range: rows are numbered from 1
-# Primary result codes that blame the machine, not the code.
-ENVIRONMENT_CODES = frozenset({
-    sqlite3.SQLITE_PERM, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM,
-    sqlite3.SQLITE_READONLY, sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT,
-    sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOLFS,
-    sqlite3.SQLITE_AUTH, sqlite3.SQLITE_NOTADB})
 
 
 def store_error(path: Path, e: sqlite3.Error) -> StoreError:
     """`e` as the one-line error the user reads: the environment's, or a bug of ours."""
-    code = getattr(e, "sqlite_errorcode", None)
-    if code is None:
-        ours = isinstance(e, (sqlite3.ProgrammingError, sqlite3.InterfaceError))  # raised by Python itself
-    else:
-        ours = (code & 0xFF) not in ENVIRONMENT_CODES
-    if not ours:
+    if not sqlite_errors.is_bug(e):
         return StoreError(path, f"database error: {e}")
-    name = getattr(e, "sqlite_errorname", None) or type(e).__name__
-    log.error("history store bug (%s): %s", name, e, exc_info=e)
-    return StoreBug(path, f"internal error in the history store ({name}: {e}); this is a LlamaDesk bug, "
-                          "the log file has the details")
+    line = sqlite_errors.report_bug(log, "the history store", e)
+    return StoreBug(path, f"{line}, the log file has the details")
 
 
 class StoreBase:

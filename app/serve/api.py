@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from app.engine.sampling import GenerationSettings
 from app.serve import batches, embeddings, files, online, responses
 from app.serve.batch_api_runs import BatchRuns, OneHost
-from app.serve.batch_api_store import BatchStore, StoreError
+from app.serve.batch_api_store import BatchStore, StoreBug, StoreError
 from app.serve.engine_host import ServeEngine
 from app.serve.guard import Guard, HostRule
 from app.serve.http_rules import KeyCheck, add_error_handlers
@@ -43,7 +43,7 @@ def front_door(app: FastAPI, api_key: str | None, bind: str, allow_hosts: Iterab
         app.add_middleware(KeyCheck, key=api_key)
     app.add_middleware(Guard, hosts=HostRule(bind, allow_hosts), origins=allow_origins)
     app.add_middleware(RequestLog, self_logged=SELF_LOGGED, quiet=frozenset(("/health", "/metrics")))
-    add_error_handlers(app, storage=(StoreError,))
+    add_error_handlers(app, storage=(StoreError,), bugs=(StoreBug,))
 
     @app.get("/health")
     async def health():
@@ -75,7 +75,7 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
     if guarded:
         front_door(app, api_key, bind, allow_hosts, allow_origins)
     else:
-        add_error_handlers(app, storage=(StoreError,))
+        add_error_handlers(app, storage=(StoreError,), bugs=(StoreBug,))
 
     @app.get("/metrics")
     async def prometheus():

@@ -9,13 +9,18 @@ a damaged database, one that is not this server's, or a folder that cannot be
 written (read-only, full) is one StoreError line, never a traceback and never
 a server that starts and then fails every batch it resumes. Later, a disk
 that fills or fails under a request is a StoreError too: the route answers
-503 and the server goes on.
+503 and the server goes on. SQLite refusing what this module asked (bad SQL,
+a constraint, a misused connection) is sorted out by its result code
+(app.sqlite_errors, as the history store does) and is a StoreBug instead: a
+500 that says it is LlamaDesk's bug, its traceback in the server's log, never
+a 503 that sends the operator to check a disk that is fine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -24,8 +29,10 @@ import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from app import atomic_file
+from app import atomic_file, sqlite_errors
 from app.errors import LlamaDeskError
+
+log = logging.getLogger("llamadesk.serve.store")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -50,6 +57,11 @@ BATCH_FIELDS = ("id", "input_file_id", "endpoint", "completion_window", "status"
 
 class StoreError(LlamaDeskError):
     """The server's data folder cannot be used: one line saying which file and why."""
+
+
+class StoreBug(LlamaDeskError):
+    """SQLite refused what the store asked, for a reason of ours. Not a StoreError: what waits
+    out a full disk or fails a batch for one must not take a bug for it."""
 
 
 def reason(e: BaseException) -> str:
@@ -125,6 +137,10 @@ class BatchStore:
             try:
                 yield self.db
             except sqlite3.Error as e:
+                if sqlite_errors.is_bug(e):
+                    line = sqlite_errors.report_bug(log, "the server's batch store", e)
+                    raise StoreBug(f"{self.db_path}: could not {doing}: {line}; the server's log has "
+                                   "the details") from e
                 raise StoreError(f"{self.db_path}: could not {doing} ({reason(e)})") from None
 
     def close(self) -> None:
@@ -144,8 +160,13 @@ class BatchStore:
         except OSError as e:
             raise StoreError(f"could not store {filename!r} in {path.parent} ({reason(e)})") from None
         row = (fid, purpose, filename, size, int(time.time()), str(path))
-        with self._db("record the file"):
-            self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?)", row)
+        try:
+            with self._db("record the file"):
+                self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?)", row)
+        except BaseException:  # a file no record names would never be listed, nor deleted
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
         found = self.file(fid)
         assert found is not None  # just inserted
         return found

@@ -221,6 +221,12 @@ async def _storage_failed(request: Request, e: Exception):
     return await _api_error(request, unavailable(str(e)))
 
 
+async def _storage_bug(request: Request, e: Exception):
+    """The store caught a bug of ours (and logged its traceback): 500 with its line, which says
+    so, where a 503 would send the operator to a disk that is fine."""
+    return await _api_error(request, ApiError(500, str(e), None, "internal_error", "server_error"))
+
+
 async def _crashed(request: Request, e: Exception):
     """A bug: 500 in OpenAI's shape, its name in the log, never its traceback in the answer."""
     log.error("%s %s crashed: %s: %s", request.method, request.url.path, type(e).__name__, e)
@@ -228,8 +234,11 @@ async def _crashed(request: Request, e: Exception):
                                    "server_error"))
 
 
-def add_error_handlers(app: FastAPI, storage: tuple[type[Exception], ...] = ()) -> None:
-    """`storage`: the exceptions that mean the data folder failed, answered 503 with their line."""
+def add_error_handlers(app: FastAPI, storage: tuple[type[Exception], ...] = (),
+                       bugs: tuple[type[Exception], ...] = ()) -> None:
+    """`storage`: the exceptions that mean the data folder failed, answered 503 with their line.
+    `bugs`: those a store raises for a bug of its own, answered 500 with their line: unlike
+    `_crashed`'s, the line was written for the client and the server goes on as after a 503."""
     # Starlette types a handler by the base Exception; each of ours takes the class it is registered for.
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
@@ -237,6 +246,8 @@ def add_error_handlers(app: FastAPI, storage: tuple[type[Exception], ...] = ()) 
     app.add_exception_handler(ClientDisconnect, _gone)  # type: ignore[arg-type]
     for cls in storage:
         app.add_exception_handler(cls, _storage_failed)
+    for cls in bugs:
+        app.add_exception_handler(cls, _storage_bug)
     app.add_exception_handler(Exception, _crashed)
 
 

@@ -46,3 +46,54 @@ def test_a_statement_sqlite_refuses_for_a_reason_of_ours_is_a_bug_with_its_trace
         assert store.list_conversations() == [], "the failed turn left nothing behind"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("misuse, says", [
+    (lambda conn: conn.execute("SELEC id FROM conversations"), "SQLITE_ERROR"),  # a typo in our SQL
+    (lambda conn: conn.execute("SELECT ?", ()), "ProgrammingError"),  # Python's refusal: no result code
+])
+def test_bad_sql_and_a_misused_connection_are_bugs_and_the_store_goes_on(caplog, misuse, says):
+    store = Store.open()
+    try:
+        with caplog.at_level(logging.ERROR, "llamadesk.history"), pytest.raises(StoreBug) as got:
+            with store._read() as conn:
+                misuse(conn)
+        line = str(got.value)
+        assert "LlamaDesk bug" in line and says in line and "\n" not in line
+        assert "database error" not in line, "not worded as the disk's problem"
+        (rec,) = [r for r in caplog.records if r.name == "llamadesk.history"]
+        assert rec.exc_info is not None
+        store.begin_turn(None, "Hello?")  # the connection is fine: the next call works
+        assert len(store.list_conversations()) == 1
+    finally:
+        store.close()
+
+
+def test_the_split_is_sqlites_result_code_on_real_errors(tmp_path):
+    """The machine's errors (a read-only or foreign file) against ours (a constraint, bad SQL)."""
+    from app import sqlite_errors
+
+    def raised(fn) -> sqlite3.Error:
+        with pytest.raises(sqlite3.Error) as got:
+            fn()
+        return got.value
+
+    db = tmp_path / "t.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        conn.execute("INSERT INTO t VALUES (1)")
+    ro = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rw = sqlite3.connect(db)
+    (tmp_path / "not.db").write_bytes(b"this is not a database" * 200)
+    foreign = sqlite3.connect(tmp_path / "not.db")
+    try:
+        machine = [raised(lambda: ro.execute("INSERT INTO t VALUES (2)")),
+                   raised(lambda: foreign.execute("SELECT * FROM sqlite_master"))]
+        ours = [raised(lambda: rw.execute("INSERT INTO t VALUES (1)")),
+                raised(lambda: rw.execute("SELECT nope FROM t"))]
+        assert [sqlite_errors.is_bug(e) for e in machine] == [False, False], machine
+        assert [sqlite_errors.is_bug(e) for e in ours] == [True, True], ours
+        assert [sqlite_errors.name(e) for e in ours] == ["SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_ERROR"]
+    finally:
+        for c in (ro, rw, foreign):
+            c.close()

@@ -3,7 +3,8 @@ running batch (RLIMIT_FSIZE set on the live server, so every file it writes past
 as on a full disk, and raised again as space coming back), a read-only data folder after a
 `kill -9` (a read-only bind mount in a mount namespace of the server's own), a damaged or foreign
 database, a data folder that cannot be made, a port in use. Each ends in one line, or in a failed
-batch that says why while the server goes on serving."""
+batch that says why while the server goes on serving. And the one failure that is not bad luck: the
+store's own SQL refused (a bug of ours) is a 500 saying so, not a 503 blaming the disk."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ import time
 import httpx
 import pytest
 
+from app.serve.batch_api_store import SCHEMA
 from tests.remote.servers import free_port
 from tests.serve.conftest import MODEL_ID
 from tests.serve.harness import (
     create_batch,
+    error,
     log_text,
     request_line,
     run_batch,
@@ -162,3 +165,31 @@ def test_a_port_in_use_is_found_before_the_model_loads(model_path, tmp_path):
                            env=serve_env(tmp_path))
     _one_line(r, f"127.0.0.1:{port}", "Address already in use", "--port")
     assert "llama_" not in log_text(tmp_path)  # found before the model was loaded, not after
+
+
+def test_sql_the_store_did_not_expect_is_a_500_naming_the_bug_and_the_server_goes_on(model_path, tmp_path):
+    folder = tmp_path / "xdg_data_home" / "llamadesk" / "serve"
+    folder.mkdir(parents=True)
+    with sqlite3.connect(folder / "serve.db") as db:
+        db.executescript(SCHEMA)
+        # A rule the store's code does not expect: every file's record now fails its constraint.
+        db.execute("CREATE TRIGGER refuse BEFORE INSERT ON files BEGIN SELECT RAISE(ABORT, 'no'); END")
+    srv = start(model_path, tmp_path)
+    try:
+        r = httpx.post(srv.base + "/v1/files", files={"file": ("in.jsonl", request_line("a").encode())},
+                       data={"purpose": "batch"}, timeout=30)
+        err = error(r, 500)
+        assert err["type"] == "server_error" and err["code"] == "internal_error", err
+        assert "LlamaDesk bug" in err["message"] and "SQLITE_CONSTRAINT" in err["message"], err
+        assert "could not record the file" in err["message"] and "\n" not in err["message"]
+        assert not any((folder / "files").iterdir()), "the refused upload left no file behind"
+        listing = httpx.get(srv.base + "/v1/files", timeout=30)  # the server goes on
+        assert listing.status_code == 200 and listing.json()["data"] == []
+        chat = httpx.post(srv.base + "/v1/chat/completions", json=CHAT, timeout=30)
+        assert chat.status_code == 200
+    finally:
+        srv.stop()
+    log = log_text(tmp_path)
+    assert "bug in the server's batch store (SQLITE_CONSTRAINT" in log
+    assert "Traceback" in log, "the traceback a fix needs is in the server's log"
+    assert "Exception in ASGI application" not in srv.tail(), "answered by the store's handler"
