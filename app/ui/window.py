@@ -391,6 +391,7 @@ class MainWindow(QMainWindow):
         self.models.shutdown()  # a download pauses, its partial kept for the next launch
         ok = self.bridge.shutdown(2.0)
         self._save()
+        self.history.shutdown()  # an export or import in flight ends before the store closes
         if self.store is not None:
             self.flow.recorder = None
             self.store.close()

@@ -1,13 +1,15 @@
 """Ctrl+E export and Import in the real window: every format written and read back,
-a failed write or a malformed file is one line in the message bar and writes nothing."""
+a failed write or a malformed file is one line in the message bar and writes nothing. Both run
+on the llamadesk-history-files thread, one at a time, and closing the window ends it."""
 
 from __future__ import annotations
 
 import json
+import threading
 from html.parser import HTMLParser
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QThread
 from PySide6.QtWidgets import QFileDialog
 
 from app.history.store import Store
@@ -29,6 +31,7 @@ def press_ctrl_e(qtbot, win, monkeypatch, path: str, chosen: str = "Markdown (*.
         return path, chosen
     monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(fake_dialog))
     qtbot.keyClick(win, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: win.history.files.busy is None, timeout=10_000)  # written, or failed
     return asked
 
 
@@ -82,8 +85,12 @@ def test_import_round_trips_and_opens_the_conversation(qtbot, chatted, tmp_path)
     win, msg = chatted
     src = win.flow.conversation.id
     path = tmp_path / "t.json"
-    win.history.export_current(str(path))
-    new = win.history.import_file(str(path))
+    with qtbot.waitSignal(win.history.exported, timeout=10_000) as wrote:
+        assert win.history.export_current(str(path)) == str(path)
+    assert wrote.args[0] == path
+    with qtbot.waitSignal(win.history.imported, timeout=10_000) as done:
+        assert win.history.import_file(str(path)) == str(path)
+    new = done.args[0]
     assert new is not None and new != src
     assert win.flow.conversation.id == new and set(win.history_panel.ids()) == {src, new}
     with Store.open() as s:
@@ -102,9 +109,64 @@ def test_a_malformed_transcript_is_one_error_line_and_adds_nothing(qtbot, make_w
     bad.write_text(body, encoding="utf-8")
     monkeypatch.setattr(QFileDialog, "getOpenFileName",
                         staticmethod(lambda *a: (str(bad), "LlamaDesk transcript (*.json)")))
-    win.history_panel.import_button.click()
+    with qtbot.waitSignal(win.history.file_failed, timeout=10_000):
+        win.history_panel.import_button.click()
     assert win.bar.level == "error" and win.bar.text().startswith("Import failed:")
     assert "\n" not in win.bar.text()
     assert win.history_panel.ids() == []
     with Store.open() as s:
         assert s.list_conversations() == []
+
+
+@pytest.fixture
+def held_export(monkeypatch):
+    """The exporter, held on its thread until `release` is set: an export caught mid-way."""
+    from app.ui.history import files
+
+    started, release, ran_on = threading.Event(), threading.Event(), []
+    real = files.exporter.export
+
+    def slow(conv, path):
+        ran_on.append(QThread.currentThread().objectName())
+        started.set()
+        release.wait(10)
+        return real(conv, path)
+    monkeypatch.setattr(files.exporter, "export", slow)
+    yield started, release, ran_on
+    release.set()
+
+
+def test_an_export_runs_off_the_gui_thread_says_so_and_refuses_a_second_one(
+        qtbot, chatted, held_export, tmp_path):
+    win, _ = chatted
+    started, release, ran_on = held_export
+    out = tmp_path / "slow.md"
+    assert win.history.export_current(str(out)) == str(out)
+    assert started.wait(10) and ran_on == ["llamadesk-history-files"]
+    assert win.statusBar().currentMessage() == f"Exporting to {out}…"
+    panel = win.history_panel
+    assert not panel.export_button.isEnabled() and not panel.import_button.isEnabled()
+    assert not win.history.export_shortcut.isEnabled()
+    assert win.history.export_current(str(tmp_path / "second.md")) is None
+    assert win.bar.text() == "An export is still running: wait for it to finish."
+    assert win.history.import_file(str(out)) is None  # nor an import meanwhile
+    with qtbot.waitSignal(win.history.exported, timeout=10_000) as wrote:
+        release.set()
+    assert wrote.args[0] == out and out.read_text(encoding="utf-8").strip()
+    assert not (tmp_path / "second.md").exists()
+    assert panel.export_button.isEnabled() and panel.import_button.isEnabled()
+    assert "Exported to" in win.statusBar().currentMessage()
+
+
+def test_closing_the_window_lets_an_export_in_flight_finish_whole_and_ends_its_thread(
+        qtbot, chatted, held_export, tmp_path):
+    win, _ = chatted
+    started, release, _ = held_export
+    out = tmp_path / "closing.md"
+    win.history.export_current(str(out))
+    assert started.wait(10)
+    release.set()
+    win.close()
+    assert win.history.files.files_thread.isFinished()
+    assert out.read_text(encoding="utf-8").strip(), "written whole before the store closed"
+    assert win.history.export_current(str(tmp_path / "after.md")) is None  # nothing starts any more

@@ -1,12 +1,14 @@
 """The window on a remote llama-server: connect, chat with the same gauges and footers,
-Stop, and a server that is not there (a message, and the app stays usable)."""
+Stop, and a server that is not there (a message, and the app stays usable). The Connect
+dialog asks on its own thread, which every way of closing the dialog ends."""
 
 from __future__ import annotations
 
 import json
+import threading
 
 from app.config import SavedEndpoint, default_path
-from tests.remote.servers import free_port
+from tests.remote.servers import FaultServer, answer, free_port
 from tests.ui.conftest import ask, decode_to_max_tokens, small_config
 
 KEY = "sk-window-0123456789abcdef"
@@ -120,3 +122,62 @@ def test_the_connect_dialog_lists_the_servers_models_and_refuses_a_bad_url(qtbot
     assert dlg.result_endpoint.base_url == llama_server_v1
     assert dlg.result_endpoint.prompt_format == "transcript" and dlg.result_key == KEY
     assert KEY not in repr(dlg.result_endpoint)
+
+
+def _listing_server(stall: bool = False) -> FaultServer:
+    """/v1/models names one model (after `release`, with `stall`); the rest is 404."""
+    def behave(h):
+        if h.path != "/v1/models":
+            answer(h, 404, "{}")
+            return
+        if stall:
+            srv.release.wait(30)
+        answer(h, 200, json.dumps({"object": "list", "data": [{"id": "tiny", "object": "model"}]}))
+    srv = FaultServer(behave)
+    return srv
+
+
+def test_the_connect_dialog_asks_on_its_own_thread_and_ends_it_when_closed(qtbot):
+    from app.ui.remote.dialog import ConnectDialog
+
+    srv = _listing_server()
+    try:
+        dlg = ConnectDialog()
+        qtbot.addWidget(dlg)
+        dlg.url.setText(srv.base + "/v1")
+        dlg.list_models()
+        thread = dlg._probe_thread
+        assert thread is not None and thread.objectName() == "llamadesk-list-models"
+        qtbot.waitUntil(lambda: dlg.model.count() == 1, timeout=10_000)
+        assert dlg.model.itemText(0) == "tiny" and dlg.list_button.isEnabled()
+        assert "1 model" in dlg.status.text()
+        dlg.list_models()  # asked again: on the same thread
+        qtbot.waitUntil(lambda: srv.requests.count(("GET", "/v1/models")) == 2
+                        and dlg.list_button.isEnabled(), timeout=10_000)
+        assert dlg._probe_thread is thread
+        dlg.close()  # never shown, so no done(): closing alone ends the thread
+        assert thread.isFinished() and dlg._probe_thread is None
+    finally:
+        srv.stop()
+
+
+def test_cancelling_the_dialog_mid_question_waits_the_question_out_and_ends_the_thread(qtbot):
+    from app.ui.remote.dialog import ConnectDialog
+
+    srv = _listing_server(stall=True)
+    answered = threading.Timer(0.5, srv.release.set)  # the server answers while the dialog closes
+    try:
+        dlg = ConnectDialog()
+        qtbot.addWidget(dlg)
+        dlg.show()
+        dlg.url.setText(srv.base + "/v1")
+        dlg.list_models()
+        qtbot.waitUntil(lambda: bool(srv.requests), timeout=10_000)
+        thread = dlg._probe_thread
+        answered.start()
+        dlg.reject()
+        assert thread.isFinished() and not dlg.isVisible()
+        assert dlg.model.count() == 0, "the answer to a closed dialog goes nowhere"
+    finally:
+        answered.cancel()
+        srv.stop()

@@ -1,10 +1,14 @@
 """What the conversation list, Ctrl+E and Import do to the window.
 
 Kept out of window.py (which only creates the panel and this object) so the
-history features live in one place. Everything runs on the GUI thread; the
-store allows that, and each call is one short transaction. It is handed what
-it acts on (the store, the list, the chat flow and view, the message bar, the
-window's New chat and status line), not the window.
+history features live in one place. The list's work runs on the GUI thread;
+the store allows that, and each call is one short transaction. Export and
+import wait on files, so they run on a thread of their own (files.py), one at
+a time: the status line says which runs, its buttons and Ctrl+E are off
+until its answer comes, and the answer reaches the same message bar and
+status line as the rest. It is handed what it acts on (the store, the list,
+the chat flow and view, the message bar, the window's New chat and status
+line), not the window.
 
 Switching away from a reply being generated goes through ChatFlow.new_chat,
 which stops it and seals its text so far as "interrupted": switching never
@@ -30,11 +34,11 @@ from PySide6.QtWidgets import QAbstractItemView, QFileDialog, QWidget
 
 from app.chat.conversation import LiveConversation
 from app.history import export as exporter
-from app.history import transcript
 from app.history.errors import StoreError
 from app.history.store import Store
 from app.ui.chat.flow import ChatFlow
 from app.ui.chat.view import ChatView
+from app.ui.history.files import HistoryFiles, one_line
 from app.ui.history.panel import HistoryPanel
 from app.ui.widgets.message_bar import MessageBar
 
@@ -43,10 +47,6 @@ EXPORT_FILTERS = {"Markdown (*.md)": "md", "JSON (*.json)": "json", "HTML (*.htm
 IMPORT_FILTER = "LlamaDesk transcript (*.json);;All files (*)"
 UNDO_PREFIX = "undo-delete:"
 WATCH_MS = 1500
-
-
-def one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
 
 
 def open_store(notes: list[str]) -> Store | None:
@@ -64,6 +64,9 @@ def open_store(notes: list[str]) -> Store | None:
 
 class HistoryActions(QObject):
     opened = Signal(object)  # the LiveConversation now shown: the window updates its own controls
+    exported = Signal(object)  # the Path an export wrote
+    imported = Signal(int)  # the conversation an import added, now shown
+    file_failed = Signal(str)  # the message bar's line for an export or import that failed
 
     def __init__(self, store: Callable[[], Store | None], panel: HistoryPanel, flow: ChatFlow,
                  view: ChatView, bar: MessageBar, *, new_chat: Callable[[], None],
@@ -81,6 +84,10 @@ class HistoryActions(QObject):
         p.import_requested.connect(lambda: self.import_file())
         p.export_requested.connect(lambda: self.export_current())
         bar.action_triggered.connect(self._on_bar_action)
+        self.files = HistoryFiles(self)
+        self.files.exported.connect(self._exported)
+        self.files.imported.connect(self._imported)
+        self.files.failed.connect(self._file_failed)
         # The list follows the chat: a new chat appears with its first question.
         self.flow.reply_started.connect(self.refresh)
         self.flow.reply_finished.connect(lambda _m: self.refresh())
@@ -200,12 +207,16 @@ class HistoryActions(QObject):
         self.refresh()
 
     # -- export / import ----------------------------------------------------------
-    def export_current(self, path: str | None = None) -> Path | None:
-        """Ctrl+E: the conversation as saved (a reply in progress as far as it got)."""
+    def export_current(self, path: str | None = None) -> str | None:
+        """Ctrl+E: the conversation as saved (a reply in progress as far as it got). The path
+        being written, or None if nothing was started; `exported` or `file_failed` follows."""
         conv_id = self.flow.conversation.id
-        if self.store is None or conv_id is None:
+        store = self.store
+        if store is None or conv_id is None:
             self.bar.show_message("Nothing to export yet: this conversation has no saved "
                                       "messages.", "info")
+            return None
+        if self._still_running():
             return None
         if path is None:
             name = re.sub(r"[^\w\- ]+", "", self.flow.conversation.title).strip()[:40] or "conversation"
@@ -216,31 +227,67 @@ class HistoryActions(QObject):
                 return None
             if exporter.format_for(path) is None:  # no usable extension: take the picked filter's
                 path += "." + EXPORT_FILTERS.get(chosen, "md")
-        try:
-            written = exporter.export(self.store.get_conversation(conv_id), path)
-        except (StoreError, ValueError, OSError) as e:
-            self._error(f"Export failed: {one_line(e)}")
+        if not self.files.export(store, conv_id, path):
             return None
-        self._status(f"Exported to {written}", 4000)
-        return written
+        self._working(f"Exporting to {path}…")
+        return path
 
-    def import_file(self, path: str | None = None) -> int | None:
-        """A JSON transcript becomes a new conversation, opened; a bad file writes nothing."""
-        if self.store is None:
+    def import_file(self, path: str | None = None) -> str | None:
+        """A JSON transcript becomes a new conversation, opened; a bad file writes nothing. The
+        path being read, or None if nothing was started; `imported` or `file_failed` follows."""
+        store = self.store
+        if store is None:
             self._error("Cannot import: the history database is not available.")
+            return None
+        if self._still_running():
             return None
         if path is None:
             path, _ = QFileDialog.getOpenFileName(self._parent, "Import conversation", str(Path.home()),
                                                   IMPORT_FILTER)
             if not path:
                 return None
-        try:
-            conv_id = self.store.import_conversation(transcript.load(path))
-        except (StoreError, ValueError, OSError) as e:
-            self._error(f"Import failed: {one_line(e)}")
+        if not self.files.import_(store, path):
             return None
+        self._working(f"Importing {Path(path).name}…")
+        return path
+
+    def _still_running(self) -> bool:
+        if self.files.busy is None:
+            return False
+        self.bar.show_message(f"An {self.files.busy.lower()} is still running: wait for it to "
+                              "finish.", "info")
+        return True
+
+    def _working(self, text: str) -> None:
+        self._status(text, 0)
+        self._enable_files(False)
+
+    def _enable_files(self, on: bool) -> None:
+        self.panel.import_button.setEnabled(on)
+        self.panel.export_button.setEnabled(on)
+        self.export_shortcut.setEnabled(on)
+
+    def _exported(self, written: Path) -> None:
+        self._enable_files(True)
+        self._status(f"Exported to {written}", 4000)
+        self.exported.emit(written)
+
+    def _imported(self, conv_id: int, path: str) -> None:
+        self._enable_files(True)
         self.panel.search.clear()
         self.open(conv_id)
         self.refresh()
         self._status(f"Imported {Path(path).name}", 4000)
-        return conv_id
+        self.imported.emit(conv_id)
+
+    def _file_failed(self, what: str, line: str) -> None:
+        self._enable_files(True)
+        self._status("", 0)
+        text = f"{what} failed: {line}"
+        self._error(text)
+        self.file_failed.emit(text)
+
+    def shutdown(self) -> bool:
+        """Before the window closes the store: an export or import in flight finishes on it."""
+        self._watch.stop()
+        return self.files.shutdown()

@@ -1,7 +1,9 @@
 """Connect to server…: a base URL, an optional API key, a model from the server's own list.
 
 "List models" asks the server on a worker thread (a slow or unreachable
-host must not freeze the window) and says in one line what answered.
+host must not freeze the window; probe.py) and says in one line what
+answered. The thread starts with the first question and ends when the
+dialog closes.
 Connect asks the same question first and closes only when the server
 answered (and has the model named, if one is): a mistyped URL is said in
 the dialog while the window keeps the model it has, instead of unloading it
@@ -13,9 +15,9 @@ the key.
 
 from __future__ import annotations
 
-import threading
+import logging
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -33,18 +35,18 @@ from app.config import SavedEndpoint
 from app.errors import LlamaDeskError
 from app.remote import keys
 from app.remote.endpoint import Endpoint
+from app.ui.remote.probe import ProbeWorker
+from app.ui.threads import WorkerThread
 
+log = logging.getLogger("llamadesk.ui.remote")
 FORMATS = (("chat", "Chat: the server applies the model's chat template"),
            ("transcript", "Plain transcript to /completions (a base model without a template)"))
 
 
-class _Relay(QObject):
-    """Carries the probe's answer from its thread to the dialog's (a queued signal)."""
-
-    done = Signal(object, object)  # ServerInfo or None, error text or None
-
-
 class ConnectDialog(QDialog):
+    _ask_probe = Signal(object)  # Endpoint
+    _listed = Signal(object, object)  # ServerInfo or None, error text or None
+
     def __init__(self, parent=None, saved: SavedEndpoint | None = None):
         super().__init__(parent)
         self.setWindowTitle("Connect to server")
@@ -73,8 +75,8 @@ class ConnectDialog(QDialog):
             self.format.setCurrentIndex(max(0, [k for k, _ in FORMATS].index(saved.prompt_format)))
         self.status = QLabel("Nothing leaves this machine until you list the models or connect.")
         self.status.setWordWrap(True)
-        self._relay = _Relay()
-        self._relay.done.connect(self._on_listed)
+        self._listed.connect(self._on_listed)
+        self._probe_thread: WorkerThread | None = None  # from the first question on
         self._connecting: tuple[SavedEndpoint, str | None] | None = None  # Connect, while it asks
 
         form = QFormLayout()
@@ -122,20 +124,33 @@ class ConnectDialog(QDialog):
         self.list_button.setEnabled(False)
         self.connect_button.setEnabled(False)
         self.status.setText(f"asking {ep.host}…")
-        threading.Thread(target=self._probe, args=(ep,), name="llamadesk-list-models", daemon=True).start()
+        if self._probe_thread is None:
+            w = ProbeWorker()
+            self._probe_thread = WorkerThread(
+                "llamadesk-list-models", w, requests=((self._ask_probe, w.probe),),
+                forward=((w.done, self._listed),),
+                log=log, busy="the model listing is still waiting on the server after %.1f s")
+            self._probe_thread.start()
+        self._ask_probe.emit(ep)
 
-    def _probe(self, ep: Endpoint) -> None:
-        from app.remote import transport as remote_http
-        from app.remote.server import probe
+    def shutdown(self) -> bool:
+        """End the probe's thread (a question in flight runs out its timeouts first). Safe to
+        call twice; every way the dialog closes comes here."""
+        thread = self._probe_thread
+        if thread is None:
+            return True
+        if not thread.shutdown():
+            return False  # still asking: kept, so it is never destroyed while it runs
+        self._probe_thread = None  # shown again, the dialog asks on a new one
+        return True
 
-        try:
-            ep = keys.with_saved_key(ep)
-            with remote_http.client(ep) as http:
-                self._relay.done.emit(probe(http, ep), None)
-        except LlamaDeskError as e:
-            self._relay.done.emit(None, str(e))
-        except Exception as e:  # noqa: BLE001 - a client bug must not take the window down
-            self._relay.done.emit(None, f"{type(e).__name__}: {e}")
+    def done(self, r: int) -> None:
+        self.shutdown()
+        super().done(r)
+
+    def closeEvent(self, ev) -> None:
+        self.shutdown()  # a dialog never shown closes without done()
+        super().closeEvent(ev)
 
     def _on_listed(self, info, error) -> None:
         self.list_button.setEnabled(True)
