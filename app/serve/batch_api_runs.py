@@ -38,7 +38,7 @@ from app.errors import LlamaDeskError
 from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
 from app.openai_compat.embeddings import embedding_body, parse_embedding
 from app.openai_compat.refusal import RequestError
-from app.serve.batch_api_store import BatchStore, StoreError, reason
+from app.serve.batch_api_store import BatchStore, StoreBug, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
 from app.serve.side_engine import SideEngine
@@ -137,6 +137,8 @@ class BatchRun:
         except (WriteFailed, StoreError, OSError) as e:
             self._fail("write_failed", f"the server could not write this batch's results ({_line(e)}); "
                                        "free space in its data folder and create the batch again")
+        except StoreBug as e:  # the store has logged its traceback
+            self._fail("internal_error", _line(e))
         except Exception as e:
             log.exception("batch %s failed", self.bid)
             self._fail("internal_error", f"{type(e).__name__}: {e}")
@@ -282,7 +284,8 @@ class BatchRun:
 
     def _fail(self, code: str, message: str) -> None:
         """End the batch as failed, saying why; a store that cannot take it yet is tried again
-        (the listing shows `failure` meanwhile), so the batch is never left looking alive."""
+        and one with a bug is not (the listing shows `failure` meanwhile either way), so the batch
+        is never left looking alive."""
         log.warning("batch %s failed: %s", self.bid, message)
         fields = {"status": "failed", "failed_at": int(time.time()),
                   "errors": batch_errors({"code": code, "message": message, "line": None})}
@@ -296,6 +299,9 @@ class BatchRun:
                                 _line(e))
                 time.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
                 continue
+            except StoreBug:  # retrying a bug repeats it; the listing keeps showing `failure`
+                log.error("batch %s: its failure cannot be recorded (a store bug, logged above)", self.bid)
+                return
             self.failure = None
             return
 
