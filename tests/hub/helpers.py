@@ -31,6 +31,13 @@ def journal_ranges(repo: str, sha: str) -> journal.Ranges:
     return journal.Ranges((s, s + n) for s, n, _ in records)
 
 
+def landed(repo: str, sha: str) -> int:
+    """Bytes the journal says are on disk so far; 0 while there is no journal yet."""
+    _, jpath, _ = library.blob_paths(repo, sha)
+    got = journal.read(jpath)
+    return 0 if got is None else journal.Ranges((s, s + n) for s, n, _ in got[1]).total()
+
+
 def wait_for(cond, timeout=30.0, what="the condition"):
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -12,7 +12,8 @@ that huggingface_hub and LlamaDesk's downloader use, with faults on demand.
   Accept-Ranges, Range -> 206 with Content-Range, 416 past the end
 
 Faults, set on the Mirror between requests: `gate_after` (after that many body bytes in
-all, every response waits on `gate` until it is set), `drop_after` (the next responses
+all, every response of this test waits on `gate` until the test sets it, however long that
+takes; `held` is set once one is waiting there), `drop_after` (the next responses
 close the connection after that many bytes, `drop_times` times), `corrupt_at` (one byte
 flipped at that file offset, `corrupt_times` times), `no_ranges` (Range is ignored: 200).
 """
@@ -84,12 +85,14 @@ class Mirror:
     log: list[Served] = field(default_factory=list)
     gate_after: int | None = None
     gate: threading.Event = field(default_factory=threading.Event)
+    held: threading.Event = field(default_factory=threading.Event)  # a response waits at the gate
     drop_after: int | None = None
     drop_times: int = 0
     corrupt_at: int | None = None
     corrupt_times: int = 0
     no_ranges: bool = False
     body_bytes: int = 0
+    generation: int = 0  # one per test: a response left over from an earlier one is not counted
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, repo: Repo) -> Repo:
@@ -97,13 +100,14 @@ class Mirror:
         return repo
 
     def reset(self) -> None:
-        self.gate.set()  # a response still waiting from the last test ends
         with self.lock:
+            self.gate.set()  # a response still waiting from the last test ends
+            self.gate, self.held = threading.Event(), threading.Event()
+            self.generation += 1
             self.log.clear()
             self.gate_after = self.drop_after = self.corrupt_at = None
             self.drop_times = self.corrupt_times = self.body_bytes = 0
             self.no_ranges = False
-        self.gate = threading.Event()
 
     def start(self) -> Mirror:
         self._servers = [ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, cdn)) for cdn in (False, True)]
@@ -283,6 +287,7 @@ def _handler(mirror: Mirror, cdn: bool):
 
         def _body(self, f: RepoFile, start: int, end: int):
             with mirror.lock:
+                self.generation = mirror.generation
                 drop = mirror.drop_after if mirror.drop_times > 0 else None
                 if drop is not None:
                     mirror.drop_times -= 1
@@ -313,10 +318,13 @@ def _handler(mirror: Mirror, cdn: bool):
 
         def _maybe_wait(self, n: int):
             with mirror.lock:
+                if self.generation != mirror.generation:
+                    return  # an earlier test's response, let go by its reset
                 mirror.body_bytes += n
                 wait = mirror.gate_after is not None and mirror.body_bytes > mirror.gate_after
-                gate = mirror.gate
+                gate, held = mirror.gate, mirror.held
             if wait:
-                gate.wait(60)
+                held.set()
+                gate.wait()  # no timeout: the test (or reset, or stop) opens it
 
     return Handler

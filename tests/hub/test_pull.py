@@ -17,7 +17,7 @@ from app.hub import library
 from app.hub.journal import Ranges
 from app.paths import user_models_dir
 from tests.hub.conftest import GATED, GEMMA, TINY, cli, spawn
-from tests.hub.helpers import byte_ranges, journal_ranges, models_tree, settled, sha256, wait_for
+from tests.hub.helpers import byte_ranges, journal_ranges, landed, models_tree, settled, sha256, wait_for
 from tests.hub.mirror import GOOD_TOKEN
 
 
@@ -158,15 +158,16 @@ def test_missing_things_and_gated_repositories_are_one_line(hub):
 
 def test_ctrl_c_pauses_keeps_the_partial_and_cancel_removes_it(hub):
     f = hub.repos[TINY].file("tiny-Q4_K_M.gguf")
-    hub.gate_after = 8 << 20
+    hub.gate_after = 8 << 20  # after 8 MB every response waits at the gate until the child is gone
     child = spawn("pull", f"{TINY}:Q4_K_M")
     try:
-        wait_for(lambda: hub.sent() > 8 << 20, what="8 MB served")
+        wait_for(hub.held.is_set, what="the transfer held at the gate after 8 MB")
+        wait_for(lambda: landed(TINY, f.sha256) > 0, what="the first bytes on disk")
         settled(TINY, f.sha256)
-        child.send_signal(signal.SIGINT)
-        hub.gate.set()
+        child.send_signal(signal.SIGINT)  # mid-transfer: the rest cannot arrive while the gate is shut
         _out, err = child.communicate(timeout=30)
     finally:
+        hub.gate.set()  # only now, so no byte past the gate can race the Ctrl+C
         child.kill()
     assert child.returncode == 130, err
     [line] = err.strip().splitlines()[-1:]
