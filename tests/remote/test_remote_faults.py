@@ -4,7 +4,10 @@ and the reason, and a reply cut mid-stream keeps what was shown."""
 from __future__ import annotations
 
 import json
+import socket
+import threading
 
+import httpx
 import pytest
 
 from app.chat.remote_engine import RemoteChatEngine
@@ -154,9 +157,64 @@ def test_multi_line_data_and_comments_parse_as_sse(fault):
     assert r.text == "Hi" and r.stats.stop_reason == "stop" and r.stats.error is None
 
 
+def _text_event(line: str) -> bool:
+    """A stream line that is an event carrying reply text."""
+    if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+        return False
+    choices = json.loads(line[5:]).get("choices") or [{}]
+    return bool((choices[0].get("delta") or {}).get("content"))
+
+
 def test_a_stalled_stream_gives_up_after_the_stall_timeout_and_keeps_the_text(fault, llama_server):
-    srv = fault(lambda h: relay(h, srv, stall_after=4) if h.command == "POST" else relay(h, srv),
-                llama_server.base)
+    """llama-server's own bytes, replayed: a first reply through the proxy (the usual stall timeout)
+    records the probe's answers and the stream up to its third event with text, then is cut; the
+    second, with a 1 s stall timeout, is sent all of that at once and then nothing until the test
+    ends. So its 1 s of silence starts after the text has arrived, however slowly the model wrote it."""
+    got: dict[str, tuple[int, str, bytes]] = {}  # GET path -> the upstream's answer
+    head: list[bytes] = []  # the POST's status line and first stream lines
+    replay = threading.Event()
+
+    def record(h):
+        with httpx.Client(timeout=120) as c:
+            if h.command == "GET":
+                r = c.get(srv.upstream + h.path)
+                got[h.path] = (r.status_code, r.content, r.headers.get("content-type", "application/json"))
+                return answer(h, *got[h.path])
+            with c.stream("POST", srv.upstream + h.path, content=h.body,
+                          headers={"content-type": h.headers.get("content-type", "application/json")}) as r:
+                got["POST"] = (r.status_code, b"", r.headers.get("content-type", "text/event-stream"))
+                h.send_response(r.status_code)
+                h.send_header("Content-Type", got["POST"][2])
+                h.end_headers()
+                texts = 0
+                for line in r.iter_lines():
+                    head.append(line.encode() + b"\n")
+                    h.wfile.write(head[-1])
+                    h.wfile.flush()
+                    texts += _text_event(line)
+                    if texts >= 3 and line == "":  # that event's blank line: it is whole
+                        break
+        h.connection.shutdown(socket.SHUT_RDWR)
+
+    def play(h):
+        if h.command == "GET":
+            return answer(h, *got.get(h.path, (404, b"{}", "application/json")))
+        h.send_response(got["POST"][0])
+        h.send_header("Content-Type", got["POST"][2])
+        h.end_headers()
+        h.wfile.write(b"".join(head))
+        h.wfile.flush()
+        srv.release.wait()  # the stall: no byte more until the fixture stops the server
+
+    srv = fault(lambda h: play(h) if replay.is_set() else record(h), llama_server.base)
+    eng = _open(srv.base)
+    try:
+        first = eng.reply([], "Tell me a story.", LONG)
+    finally:
+        eng.close()
+    assert first.text and any(_text_event(b.decode().rstrip("\n")) for b in head)
+
+    replay.set()
     eng = RemoteChatEngine(Endpoint.parse(srv.base + "/v1", stall_s=1.0))
     seen = []
     try:
@@ -165,7 +223,7 @@ def test_a_stalled_stream_gives_up_after_the_stall_timeout_and_keeps_the_text(fa
     finally:
         eng.close()
     assert r.stats.stop_reason == "error" and "no data from the server for 1 s" in r.stats.error
-    assert seen and r.text == "".join(d.text for d in seen)
+    assert seen and r.text == "".join(d.text for d in seen) == first.text
 
 
 def test_a_cut_stream_keeps_the_text_and_says_it_ended_early(fault, llama_server):
