@@ -9,8 +9,10 @@ import json
 
 import jsonschema
 
+from app.openai_compat.tools import MAX_PARALLEL
 from tests.serve.conftest import MODEL_ID
 from tests.serve.test_batch_api import _wait
+from tests.serve.test_openai_surface import budget
 
 PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
           "properties": {"name": {"type": "string", "maxLength": 24},
@@ -27,11 +29,17 @@ def _line(cid: str, text: str, **body) -> str:
                                 "messages": [{"role": "user", "content": text}], **body}})
 
 
+# The longest replies the constraints allow, for a budget they always finish in (test_openai_surface).
+LONGEST_PERSON = {"name": "\x01" * 24, "age": 120}
+LONGEST_CALLS = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "\x01" * 24}}] * MAX_PARALLEL}
+
 LINES = [
     _line("plain", "Name a colour."),
-    _line("schema", "Describe a teacher called Ann.",
+    _line("schema", "Describe a teacher called Ann.", max_tokens=budget(LONGEST_PERSON),
           response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}),
-    _line("tools", "What is the weather in Oslo?", tools=[TOOL], tool_choice="required"),
+    # Parallel calls allowed (OpenAI's default): one to MAX_PARALLEL calls, each valid for its tool.
+    _line("tools", "What is the weather in Oslo?", tools=[TOOL], tool_choice="required",
+          max_tokens=budget(LONGEST_CALLS)),
     _line("n2", "Name a colour.", n=2),
     _line("image", "", messages=[{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "http://example.com/cat.png"}}]}]),
@@ -55,9 +63,11 @@ def test_each_line_is_answered_as_asked_and_the_rest_refused_naming_why(client):
     jsonschema.validate(json.loads(person), PERSON)
     choice = out["tools"]["response"]["body"]["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
-    (call,) = choice["message"]["tool_calls"]
-    assert call["function"]["name"] == "get_weather"
-    jsonschema.validate(json.loads(call["function"]["arguments"]), TOOL["function"]["parameters"])
+    calls = choice["message"]["tool_calls"]
+    assert 1 <= len(calls) <= MAX_PARALLEL
+    for call in calls:
+        assert call["function"]["name"] == "get_weather"
+        jsonschema.validate(json.loads(call["function"]["arguments"]), TOOL["function"]["parameters"])
     errs = {e["custom_id"]: e["error"]["message"]
             for e in map(json.loads, client.files.content(done.error_file_id).text.splitlines())}
     assert "one choice" in errs["n2"] and "own line" in errs["n2"]

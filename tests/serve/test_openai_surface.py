@@ -18,6 +18,14 @@ from tests.serve.conftest import MODEL_ID
 HI = [{"role": "user", "content": "Name a colour."}]
 
 
+def budget(longest) -> int:
+    r"""Tokens enough for any reply a JSON-schema constraint allows, given `longest`, that reply at its
+    longest: every string at its maxLength of "\x01", which the compact JSON grammar writes as
+    \u0001 (6 bytes, the most it spends on a character). No token is shorter than a byte; one more
+    is for the end of the reply. A constraint guarantees its JSON only when the reply can finish."""
+    return len(json.dumps(longest).encode()) + 1
+
+
 # -- embeddings ---------------------------------------------------------------
 def test_embeddings_for_a_string_a_list_and_token_ids(client):
     one = client.embeddings.create(model=MODEL_ID, input="A cat sat on the mat.")
@@ -88,14 +96,20 @@ def test_responses_stream_in_openais_event_order(client):
 def test_responses_structured_and_with_a_tool(client):
     schema = {"type": "object", "additionalProperties": False, "required": ["city"],
               "properties": {"city": {"type": "string", "maxLength": 24}}}
+    city = {"city": "\x01" * 24}
     r = client.responses.create(model=MODEL_ID, input="The capital of Italy, as JSON.", temperature=0,
-                                max_output_tokens=40,
+                                max_output_tokens=budget(city),
                                 text={"format": {"type": "json_schema", "name": "city", "schema": schema}})
     jsonschema.validate(json.loads(r.output_text), schema)
     tool = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
             "parameters": schema}
+    # "required" with parallel_tool_calls false: the grammar allows exactly one call, and the budget
+    # lets it finish (with parallel calls allowed the model may write several, cut by a small budget).
     r = client.responses.create(model=MODEL_ID, input="Weather in Rome?", tools=[tool],
-                                tool_choice="required", max_output_tokens=40, temperature=0)
+                                tool_choice="required", parallel_tool_calls=False, temperature=0,
+                                max_output_tokens=budget({"tool_calls": [{"name": "get_weather",
+                                                                          "arguments": city}]}))
+    assert r.status == "completed"
     (call,) = [o for o in r.output if o.type == "function_call"]
     assert call.name == "get_weather"
     jsonschema.validate(json.loads(call.arguments), schema)
