@@ -57,6 +57,7 @@ def search(text: str, limit: int = 10, n_ctx: int = 4096, gpu_layers: int = -1) 
     if not text.strip():
         raise ValueError("the search text is empty")
     with api.hub_errors():
+        _answering()
         found = list(api.hf_api().list_models(search=text, filter="gguf", sort="downloads", limit=limit,
                                                expand=["downloads", "likes", "gated"]))
     layers = gpu_layers_used(gpu_layers)
@@ -65,6 +66,17 @@ def search(text: str, limit: int = 10, n_ctx: int = 4096, gpu_layers: int = -1) 
 
     with client() as http, ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(lambda m: _repo(http, m, n_ctx, layers, ram, vram), found))
+
+
+def _answering() -> None:
+    """huggingface_hub's list_models retries a Hub it cannot reach five times with backoff before
+    it gives up, right for a transfer and wrong for a search someone waits on: one plain request
+    first, so a refused or unreachable endpoint is the search's one line at once. Any answer at
+    all, an error status too, means the Hub is there, and list_models goes on as ever."""
+    from app.hub.ranged import client
+
+    with client() as http:
+        http.get(f"{api.endpoint()}/api/models", params={"limit": 1})
 
 
 def _repo(http: httpx.Client, m, n_ctx: int, gpu_layers: int, ram, vram) -> FoundRepo:
