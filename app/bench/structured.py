@@ -27,10 +27,11 @@ import numpy as np
 from app.bench.structured_set import CASES
 from app.chat.local_engine import LocalChatEngine
 from app.engine import batch_fill
-from app.engine.grammar import Constraint, GrammarError, GrammarMatcher, compile_grammar, tokenizer_for
+from app.engine.grammar import Constraint, GrammarError, GrammarMatcher, compile_grammar
 from app.engine.loader import LoadOptions
 from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
+from app.engine.vocabulary import tokenizer_for
 
 MAX_TOKENS = 120
 TARGETS = {"mask_p50_ms": 0.5, "mask_p99_ms": 2.0, "decode_ratio": 0.9, "compile_ms": 50.0,

@@ -27,7 +27,6 @@ reply stays valid.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import threading
 import time
@@ -35,13 +34,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import llama_cpp
 import numpy as np
 
+from app.engine import vocabulary
 from app.engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from llguidance import LLTokenizer
     from llguidance._lib import JsonCompileOptions
 
 KINDS = ("json_schema", "json_object", "lark", "gbnf", "regex")
@@ -138,52 +136,6 @@ def _one_line(e) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-_tokenizers: dict[int, LLTokenizer] = {}
-_tok_lock = threading.Lock()
-
-
-def tokenizer_for(vocab) -> LLTokenizer:
-    """LLGuidance's view of a llama.cpp vocabulary, built once per loaded model (about a second
-    for Gemma's 262k tokens) and shared by every context on it: it only reads the vocabulary."""
-    key = ctypes.cast(vocab, ctypes.c_void_p).value or 0
-    with _tok_lock:
-        tok = _tokenizers.get(key)
-        if tok is None:
-            from llguidance.llamacpp import lltokenizer_from_vocab
-
-            tok = lltokenizer_from_vocab(vocab)
-            _tokenizers[key] = tok
-        return tok
-
-
-class _Digits:
-    """Which tokens of a vocabulary are digits only, and how many trailing digits each piece
-    ends with; built once per model (a scan of its pieces) for the digit-run cap."""
-
-    def __init__(self, vocab, n_vocab: int):
-        buf = ctypes.create_string_buffer(256)
-        only = np.zeros(n_vocab, dtype=bool)
-        trailing = np.zeros(n_vocab, dtype=np.int16)
-        for t in range(n_vocab):
-            n = llama_cpp.llama_token_to_piece(vocab, t, buf, 256, 0, False)
-            piece = buf.raw[:max(n, 0)]
-            stripped = piece.rstrip(b"0123456789")
-            trailing[t] = len(piece) - len(stripped)
-            only[t] = bool(piece) and not stripped
-        self.only, self.trailing = only, trailing
-
-
-_digits: dict[int, _Digits] = {}
-
-
-def _digits_for(vocab, n_vocab: int) -> _Digits:
-    key = ctypes.cast(vocab, ctypes.c_void_p).value or 0
-    with _tok_lock:
-        if key not in _digits:
-            _digits[key] = _Digits(vocab, n_vocab)
-        return _digits[key]
-
-
 class GrammarMatcher:
     """One reply's position in its grammar, and the time spent keeping to it."""
 
@@ -191,12 +143,13 @@ class GrammarMatcher:
         from llguidance import LLMatcher
 
         grammar = compile_grammar(c)
-        self.matcher = LLMatcher(tokenizer_for(vocab), grammar, log_level=0)
+        self.matcher = LLMatcher(vocabulary.tokenizer_for(vocab), grammar, log_level=0)
         if self.matcher.is_error():
             raise GrammarError(f"the {_what(c)} cannot be enforced: {_one_line(self.matcher.get_error())}")
         self.n_vocab = n_vocab
         self._mask = np.zeros((n_vocab + 31) // 32, dtype=np.int32)
-        self.digits = _digits_for(vocab, n_vocab) if c.kind in ("json_schema", "json_object") else None
+        is_json = c.kind in ("json_schema", "json_object")
+        self.digits = vocabulary.digits_for(vocab, n_vocab) if is_json else None
         self.run = 0  # digits at the end of the reply so far
         self.seconds = 0.0  # checking, masking and consuming, over the reply
         self.masked = 0  # tokens the grammar refused and that were drawn again

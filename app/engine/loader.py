@@ -15,7 +15,7 @@ from pathlib import Path
 import llama_cpp
 from llama_cpp import Llama
 
-from app.engine import backend
+from app.engine import backend, vocabulary
 from app.engine.errors import ModelLoadError
 from app.engine.gguf import GGUFHeader, read_header
 
@@ -118,6 +118,8 @@ class LoadedModel:
         return not (llama_cpp.llama_model_is_recurrent(m) or llama_cpp.llama_model_is_hybrid(m))
 
     def close(self) -> None:
+        if self.llm.model is not None:
+            vocabulary.closed(llama_cpp.llama_model_get_vocab(self.llm.model))
         self.llm.close()
 
 
@@ -231,4 +233,5 @@ def load_model(path: str | Path, opts: LoadOptions | None = None,
         n_threads_batch=opts.batch_threads(),
         devices=[asdict(d) for d in backend.devices()],
     )
+    vocabulary.loaded(llama_cpp.llama_model_get_vocab(llm.model), p)
     return LoadedModel(llm, header, opts, report)
