@@ -15,6 +15,7 @@ The thread starts with the first export or import: most windows never need it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -42,27 +43,24 @@ class FilesWorker(QObject):
 
     @Slot(object, int, str)
     def export(self, store: Store, conv_id: int, path: str) -> None:
-        try:
-            written = exporter.export(store.get_conversation(conv_id), path)
-        except (StoreError, ValueError, OSError) as e:
-            self.failed.emit(EXPORT, one_line(e))
-        except Exception as e:  # a bug must reach the message bar, not end the thread
-            log.exception("export crashed")
-            self.failed.emit(EXPORT, f"{type(e).__name__}: {one_line(e)}")
-        else:
-            self.exported.emit(written)
+        self._attempt(EXPORT, lambda: exporter.export(store.get_conversation(conv_id), path),
+                      self.exported.emit)
 
     @Slot(object, str)
     def import_(self, store: Store, path: str) -> None:
+        self._attempt(IMPORT, lambda: store.import_conversation(transcript.load(path)),
+                      lambda conv_id: self.imported.emit(conv_id, path))
+
+    def _attempt(self, kind: str, work: Callable[[], object], done: Callable[[object], None]) -> None:
         try:
-            conv_id = store.import_conversation(transcript.load(path))
+            result = work()
         except (StoreError, ValueError, OSError) as e:
-            self.failed.emit(IMPORT, one_line(e))
+            self.failed.emit(kind, one_line(e))
         except Exception as e:  # a bug must reach the message bar, not end the thread
-            log.exception("import crashed")
-            self.failed.emit(IMPORT, f"{type(e).__name__}: {one_line(e)}")
+            log.exception("%s crashed", kind.lower())
+            self.failed.emit(kind, f"{type(e).__name__}: {one_line(e)}")
         else:
-            self.imported.emit(conv_id, path)
+            done(result)
 
 
 class HistoryFiles(QObject):
