@@ -1,8 +1,8 @@
 """What constrained decoding needs of a loaded vocabulary, built once per model file.
 
 LLGuidance's tokenizer and the digit-run cap both start from every token's
-bytes, which llama.cpp gives one ctypes call at a time (two for Gemma's 262k
-tokens, the slower half of the setup). The bytes belong to the GGUF file, not
+bytes, which llama.cpp gives one token at a time through ctypes (the slower
+half of the setup: `tests/engine/test_vocabulary.py` prints both). The bytes belong to the GGUF file, not
 to one load of it, so they are read once per file and kept for the next load
 of the same file (a window reopening its model, a server's side context, a
 draft on the same weights); only LLGuidance's index is built again for the new
@@ -28,7 +28,7 @@ import numpy as np
 if TYPE_CHECKING:
     from llguidance import LLTokenizer
 
-FILES_KEPT = 2  # model files whose token bytes stay in memory (~12 MB each for Gemma's vocabulary)
+FILES_KEPT = 2  # model files whose token bytes stay in memory: a window's model and one other
 SPECIAL = b"\xff"  # LLGuidance's mark on a control token's bytes
 DIGITS = b"0123456789"
 
