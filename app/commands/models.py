@@ -121,6 +121,7 @@ def _print_partials() -> None:
 
 def _search(args: argparse.Namespace) -> int:
     from app.commands.common import check_range
+    from app.hub.names import shown
     from app.hub.search import search
 
     text = " ".join(args.paths[1:])
@@ -136,9 +137,9 @@ def _search(args: argparse.Namespace) -> int:
         print(f"no GGUF repositories match {text!r}")
     for r in found:
         extra = ", gated: needs HF_TOKEN and the licence accepted" if r.gated else ""
-        print(f"{r.repo}  ({r.downloads or 0:,} downloads{extra})")
+        print(f"{shown(r.repo)}  ({r.downloads or 0:,} downloads{extra})")
         if r.note:
-            print(f"  ({r.note})")
+            print(f"  ({shown(r.note)})")
         for f in r.files:
             needs = f"needs {human_size(f.needs)}" if f.needs else ""
             parts = f"  [{f.parts} parts]" if f.parts > 1 else ""

@@ -14,7 +14,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from app.hub.errors import HubError, HubRequestError
+from app.hub import names
+from app.hub.errors import HubError, HubRequestError, UnsafeAnswer
 from app.hub.quant import quant_of
 from app.remote.keys import key_from_keyring
 
@@ -58,6 +59,7 @@ class RemoteFile:
     size: int
     sha256: str | None  # the LFS object id; None for a file kept in git itself
     commit: str
+    refused: str | None = None  # why its name or sha256 cannot become a path here
 
     @property
     def quant(self) -> str:
@@ -74,14 +76,37 @@ def gguf_files(repo: str, revision: str = "main") -> tuple[list[RemoteFile], obj
     call), and the ModelInfo itself."""
     with hub_errors(repo, revision=revision):
         info = hf_api().model_info(repo, revision=revision, files_metadata=True, timeout=TIMEOUT_S)
+    commit = info.sha
+    if commit is None:
+        raise UnsafeAnswer(f"{repo}: the Hub's answer for {revision!r} names no commit; nothing was written")
+    why = names.commit_problem(commit)
+    if why:  # every file's path holds the commit: the whole repository is refused
+        raise UnsafeAnswer(f"{repo}: the Hub answered with {why}; refused, nothing was written")
     files = []
     for s in info.siblings or ():
-        if not s.rfilename.lower().endswith(".gguf"):
+        name = s.rfilename
+        if not isinstance(name, str) or not name.lower().endswith(".gguf"):
             continue
         sha = s.lfs.sha256 if s.lfs else None
         size = s.lfs.size if s.lfs else s.size
-        files.append(RemoteFile(repo, s.rfilename, int(size or 0), sha, info.sha or revision))
+        files.append(RemoteFile(repo, name, _size(size), sha, commit, _refused(name, sha, size)))
     return files, info
+
+
+def _size(size) -> int:
+    return size if isinstance(size, int) and size >= 0 else 0
+
+
+def _refused(name: str, sha, size) -> str | None:
+    """Why a sibling cannot be pulled as the Hub describes it, as the line will say it."""
+    why = names.path_problem(name)
+    if why:
+        return f"the Hub names the file {name!r}, {why}"
+    if sha is not None and (why := names.sha256_problem(sha)):
+        return f"the Hub gives {name!r} {why}"
+    if size is not None and not (isinstance(size, int) and size >= 0):
+        return f"the Hub gives {name!r} the size {size!r}"
+    return None
 
 
 def licence_url(repo: str) -> str:
@@ -113,7 +138,7 @@ def hub_errors(repo: str | None = None, filename: str | None = None,
         line = transport_line(e)
         if line is None:
             raise
-        raise HubError(f"{endpoint()}: {line}") from None
+        raise HubError(f"{f'{repo}/{filename}' if repo and filename else endpoint()}: {line}") from None
 
 
 def gated_line(repo: str) -> str:
@@ -143,4 +168,6 @@ def transport_line(e: BaseException) -> str | None:
         return "cannot connect (is the endpoint right, and the network up?)"
     if "Timeout" in name:
         return "timed out waiting for the server"
+    if name == "TooManyRedirects":
+        return "too many redirects (the server sends the request round in a loop)"
     return f"the connection failed ({str(e) or name})"

@@ -35,7 +35,7 @@ import httpx
 
 from app.engine.gguf import human_size
 from app.hub import library
-from app.hub.api import RemoteFile
+from app.hub.api import RemoteFile, transport_line
 from app.hub.errors import DiskSpaceError, DownloadStopped, HubError, HubRequestError
 from app.hub.journal import Journal
 from app.hub.ranged import RangeIgnored, ranged
@@ -220,21 +220,26 @@ class _Run:
                         tries = 0
                         if pos >= end:
                             return
-            except (httpx.TransportError, HubError) as e:
+            except httpx.TransportError as e:
+                if tries >= RETRIES:
+                    raise HubError(f"{self.f.repo}/{self.f.name}: the connection failed {tries + 1} "
+                                   f"times running ({e or type(e).__name__}); the partial is kept: "
+                                   "run the same pull again to resume") from None
+            except httpx.HTTPError as e:  # a redirect loop, an undecodable body: a retry ends the same
+                raise HubError(f"{self.f.repo}/{self.f.name}: {transport_line(e) or e}; the partial is "
+                               "kept: run the same pull again to resume") from None
+            except HubError as e:
                 if isinstance(e, (HubRequestError, RangeIgnored)) or tries >= RETRIES:
-                    if isinstance(e, httpx.TransportError):
-                        raise HubError(f"{self.f.repo}/{self.f.name}: the connection failed {tries + 1} "
-                                       f"times running ({e or type(e).__name__}); the partial is kept: "
-                                       "run the same pull again to resume") from None
                     raise
-                tries += 1
-                self.stop.wait(min(0.2 * 2 ** tries, 5.0))
+            else:
+                if pos == before:  # a body that ended early without a byte: the server is not sending
+                    tries += 1
+                    if tries > RETRIES:
+                        raise HubError(f"{self.f.repo}/{self.f.name}: the server stopped sending at byte "
+                                       f"{pos:,}; the partial is kept: run the same pull again to resume")
                 continue
-            if pos == before:  # a body that ended early without a byte: the server is not sending
-                tries += 1
-                if tries > RETRIES:
-                    raise HubError(f"{self.f.repo}/{self.f.name}: the server stopped sending at byte "
-                                   f"{pos:,}; the partial is kept: run the same pull again to resume")
+            tries += 1
+            self.stop.wait(min(0.2 * 2 ** tries, 5.0))
 
     def _write(self, pos: int, data: bytes) -> int:
         try:

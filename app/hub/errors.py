@@ -33,3 +33,9 @@ class DiskSpaceError(HubError):
     """Not enough free space for the file, found before a byte was fetched, or on the way."""
 
     exit_code = 2
+
+
+class UnsafeAnswer(HubError):
+    """The Hub named a file, commit or sha256 that would be written outside its folder, or
+    could not be written as named: refused before a byte is written, since only the server
+    can mend it."""

@@ -8,6 +8,10 @@ model discovery (app.engine.models) names a model by its resolved path, and a bl
 its hash would show up as one. blobs/ holds only what is not yet a model: the partial file
 (<sha256>.incomplete, which scan_cache_dir reports as incomplete), its journal and its lock.
 Nothing in blobs/ ends in .gguf, so discovery never lists it.
+
+Every path this module hands out for writing (a repository's folder, a blob, a snapshot file,
+a ref) goes through `contained`, so a name that slipped past app.hub.names still cannot put a
+file, or a folder, anywhere but under the models folder.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from pathlib import Path
 
 from app import paths
 from app.hub import journal
+from app.hub.errors import UnsafeAnswer
+from app.hub.names import shown
 
 PARTIAL, JOURNAL, LOCK = ".incomplete", ".incomplete.journal", ".lock"
 
@@ -28,27 +34,45 @@ def root(create: bool = False) -> Path:
     return paths.user_models_dir(create=create) / "huggingface"
 
 
+def contained(path: Path, within: Path | None = None) -> Path:
+    """`path`, once it is certain to lie under `within` (by default the models folder), every
+    link on the way followed: the last check before anything is created, replaced or removed."""
+    folder = within or root()
+    try:
+        base, real = folder.resolve(), path.resolve()
+    except (OSError, ValueError, RuntimeError):  # a NUL in it, a loop of links
+        raise UnsafeAnswer(f"{shown(str(path))} cannot be a path here; refused, nothing was "
+                           "written") from None
+    if real == base or not real.is_relative_to(base) or not base.is_relative_to(root().resolve()):
+        raise UnsafeAnswer(f"{shown(str(path))} leads to {shown(str(real))}, outside the models folder's "
+                           f"{folder}; refused, nothing was written")
+    return path
+
+
 def repo_dir(repo: str) -> Path:
     from huggingface_hub.file_download import repo_folder_name
 
-    return root() / repo_folder_name(repo_id=repo, repo_type="model")
+    return contained(root() / repo_folder_name(repo_id=repo, repo_type="model"))
 
 
 def blob_paths(repo: str, sha256: str) -> tuple[Path, Path, Path]:
     """(partial, journal, lock) for the file with this sha256 in `repo`."""
-    b = repo_dir(repo) / "blobs" / sha256
-    return b.with_name(sha256 + PARTIAL), b.with_name(sha256 + JOURNAL), b.with_name(sha256 + LOCK)
+    blobs = repo_dir(repo) / "blobs"
+    partial, journal_path, lock = (blobs / (sha256 + end) for end in (PARTIAL, JOURNAL, LOCK))
+    return contained(partial, blobs), contained(journal_path, blobs), contained(lock, blobs)
 
 
 def snapshot_path(repo: str, commit: str, name: str) -> Path:
-    return repo_dir(repo) / "snapshots" / commit / name
+    snapshot = repo_dir(repo) / "snapshots" / commit
+    return contained(snapshot / name, contained(snapshot, repo_dir(repo) / "snapshots"))
 
 
 def write_ref(repo: str, revision: str, commit: str) -> None:
     """refs/<branch> -> commit, as huggingface_hub writes it (a commit needs no ref)."""
     if revision == commit:
         return
-    ref = repo_dir(repo) / "refs" / revision
+    refs = repo_dir(repo) / "refs"
+    ref = contained(refs / revision, refs)
     ref.parent.mkdir(parents=True, exist_ok=True)
     from app import atomic_file
 

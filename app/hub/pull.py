@@ -13,21 +13,19 @@ from dataclasses import dataclass
 
 import httpx
 
-from app.hub import api, library
+from app.hub import api, library, names
 from app.hub.download import Outcome, Paused, Progress, fetch
-from app.hub.errors import HubError, HubRequestError
+from app.hub.errors import HubError, HubRequestError, UnsafeAnswer
 from app.hub.fit import Prediction, judge, predict
 from app.hub.quant import choose, selects, split_part
 from app.hub.remote_header import fetch_header
 from app.hub.resources import free_ram, free_vram, gpu_layers_used
 
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
     """"org/name:Q8_0" -> ("org/name", "Q8_0"); "org/name" -> ("org/name", None)."""
     repo, _, sel = spec.strip().partition(":")
-    if not _REPO.match(repo) or "--" in repo or ".." in repo:
+    if not names.is_repo_id(repo):
         raise ValueError(f"{spec!r} is not a repository: give ORG/NAME[:QUANT or FILE], "
                          "e.g. unsloth/gemma-3-1b-it-GGUF:Q4_K_M")
     return repo, sel.strip() or None
@@ -49,11 +47,14 @@ class Plan:
 def plan(http: httpx.Client, spec: str, revision: str = "main", n_ctx: int = 4096,
          gpu_layers: int = -1) -> Plan:
     repo, sel = parse_spec(spec)
+    names.check_revision(revision)
     files, _ = api.gguf_files(repo, revision)
     try:
         f = choose(files, sel)
     except ValueError as e:
         raise HubRequestError(f"{repo}: {e}") from None
+    if f.refused:
+        raise UnsafeAnswer(f"{repo}: {f.refused}; refused, nothing was written")
     part = split_part(f.name)
     if part:
         raise HubRequestError(f"{repo}: {f.quant} comes split in {part[1]} files ({f.name}, ...); "

@@ -12,7 +12,7 @@ import httpx
 
 from app.engine.errors import ModelFileError
 from app.engine.gguf import GGUFHeader, HeaderNeedsMore, header_from_prefix
-from app.hub.api import RemoteFile
+from app.hub.api import RemoteFile, transport_line
 from app.hub.errors import HubError
 from app.hub.ranged import ranged
 
@@ -21,6 +21,16 @@ LIMIT = 256 << 20  # no real header is this long; a file that claims one is refu
 
 
 def fetch_header(http: httpx.Client, f: RemoteFile, first: int = FIRST) -> GGUFHeader:
+    """The header, or HubError in one line for whatever the server or the way to it did: a
+    search lists each repository whose header could not be read with the reason, beside the
+    others (a redirect loop, a CDN that is down, a scheme httpx does not speak)."""
+    try:
+        return _fetch_header(http, f, first)
+    except httpx.HTTPError as e:
+        raise HubError(f"{f.repo}/{f.name}: {transport_line(e) or e}") from None
+
+
+def _fetch_header(http: httpx.Client, f: RemoteFile, first: int) -> GGUFHeader:
     buf = bytearray()
     want = min(first, f.size)
     url = f.url()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from app.hub import api
+from app.hub import api, names
 from app.hub.errors import HubError
 from app.hub.fit import judge, predict
 from app.hub.quant import is_model_file, split_part
@@ -80,13 +80,22 @@ def _answering() -> None:
 
 
 def _repo(http: httpx.Client, m, n_ctx: int, gpu_layers: int, ram, vram) -> FoundRepo:
-    out = FoundRepo(m.id, m.downloads, m.likes, bool(m.gated))
+    """One result's row; whatever goes wrong with this repository is said in its row, the
+    other rows are not its hostages."""
+    out = FoundRepo(m.id if isinstance(m.id, str) else repr(m.id), m.downloads, m.likes, bool(m.gated))
+    if not names.is_repo_id(m.id):  # it would be asked for by this name, and pulled by it
+        out.note = f"the Hub lists {m.id!r} as a repository, which is no ORG/NAME; left out"
+        return out
     try:
         files, _ = api.gguf_files(m.id)
     except HubError as e:
         out.note = str(e)
         return out
-    models = [f for f in files if is_model_file(f.name)]
+    refused = [f for f in files if f.refused]
+    if refused:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        out.note = f"{refused[0].refused}{more}: left out"
+    models = [f for f in files if is_model_file(f.name) and not f.refused]
     shown = [f for f in models if (split_part(f.name) or (1, 1))[0] == 1]
     totals = {f.name: sum(g.size for g in models if _same_split(f.name, g.name)) for f in shown}
     header = None
@@ -95,7 +104,7 @@ def _repo(http: httpx.Client, m, n_ctx: int, gpu_layers: int, ram, vram) -> Foun
         try:
             header = fetch_header(http, smallest)
         except HubError as e:
-            out.note = f"no fit: {e}"
+            out.note = "; ".join(filter(None, (out.note, f"no fit: {e}")))
     for f in sorted(shown, key=lambda f: f.size):
         size = totals[f.name]
         label, needs = "?", None

@@ -11,6 +11,13 @@ that huggingface_hub and LlamaDesk's downloader use, with faults on demand.
 - HEAD and GET /cdn/SHA256 (on the CDN): the bytes, ETag = the sha256 in quotes,
   Accept-Ranges, Range -> 206 with Content-Range, 416 past the end
 
+Evil answers, for the tests that a Hub's word is never trusted with the disk: a file's
+`claimed_sha256` (what the API and the HEAD say its sha256 is, whatever its bytes), a
+repository's `redirect` (its files' resolve URL answers 302 to that Location, "self" for its
+own URL: a loop), any string as a file name or a commit, and `lenient` (a resolve request is
+answered by the file its last part names, whatever revision or folders come before it, as a
+server answers a URL the client normalized: "resolve/C/../../x.gguf" arrives as "/x.gguf").
+
 Faults, set on the Mirror between requests: `gate_after` (after that many body bytes in
 all, every response of this test waits on `gate` until the test sets it, however long that
 takes; `held` is set once one is waiting there), `drop_after` (the next responses
@@ -41,6 +48,11 @@ class RepoFile:
     text: bytes | None = None  # a small file kept in git itself
     sha256: str = ""
     size: int = 0
+    claimed_sha256: str | None = None  # the sha256 the API and the HEAD give, when not the real one
+
+    @property
+    def listed_sha256(self) -> str:
+        return self.sha256 if self.claimed_sha256 is None else self.claimed_sha256
 
     def __post_init__(self):
         if self.path is not None:
@@ -60,12 +72,17 @@ class Repo:
     commit: str = ""
     gated: bool = False
     downloads: int = 0
+    redirect: str | None = None  # the resolve URL's 302 Location instead of the CDN's ("self": a loop)
 
     def __post_init__(self):
         self.commit = self.commit or hashlib.sha1(self.id.encode()).hexdigest()
 
     def file(self, name: str) -> RepoFile | None:
         return next((f for f in self.files if f.name == name), None)
+
+    def file_by_last_part(self, name: str) -> RepoFile | None:
+        last = name.rsplit("/", 1)[-1]
+        return next((f for f in self.files if f.name.replace("\\", "/").rsplit("/", 1)[-1] == last), None)
 
 
 @dataclass
@@ -91,6 +108,7 @@ class Mirror:
     corrupt_at: int | None = None
     corrupt_times: int = 0
     no_ranges: bool = False
+    lenient: bool = False
     body_bytes: int = 0
     generation: int = 0  # one per test: a response left over from an earlier one is not counted
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -166,8 +184,10 @@ def _handler(mirror: Mirror, cdn: bool):
                 if m:
                     return self._info(m[1], m[2] or "main", "true" in query.get("blobs", []))
                 m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
-                if m:
+                if m and not mirror.lenient:
                     return self._resolve(m[1], m[2], m[3])
+                if mirror.lenient:
+                    return self._resolve_any(path)
                 self._error(404, None)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
@@ -225,7 +245,7 @@ def _handler(mirror: Mirror, cdn: bool):
                     s["size"] = f.size
                     s["blobId"] = hashlib.sha1(f.name.encode()).hexdigest()
                     if f.path is not None:
-                        s["lfs"] = {"sha256": f.sha256, "size": f.size, "pointerSize": 134}
+                        s["lfs"] = {"sha256": f.listed_sha256, "size": f.size, "pointerSize": 134}
                 siblings.append(s)
             self._json({"_id": repo.commit[:24], "id": repo.id, "modelId": repo.id, "sha": repo.commit,
                         "private": False, "gated": "auto" if repo.gated else False, "disabled": False,
@@ -241,6 +261,24 @@ def _handler(mirror: Mirror, cdn: bool):
             f = repo.file(name)
             if f is None:
                 return self._error(404, "EntryNotFound", f"{name} does not exist on \"{revision}\"")
+            self._resolved(repo, f)
+
+        def _resolve_any(self, path):
+            """The file a request's last part names, in any repository, at any revision."""
+            found = next(((r, f) for r in mirror.repos.values() if (f := r.file_by_last_part(path))), None)
+            if found is None:
+                return self._error(404, "EntryNotFound", f"nothing here is named like {path}")
+            self._resolved(*found)
+
+        def _resolved(self, repo: Repo, f: RepoFile):
+            if repo.redirect is not None:
+                self.served.status = 302
+                self.send_response(302)
+                here = f"{mirror.url}{self.path}"
+                self.send_header("Location", here if repo.redirect == "self" else repo.redirect)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             common = [("X-Repo-Commit", repo.commit)]
             if f.path is None:  # a git file: served here, its ETag the git blob id
                 self.served.status = 200
@@ -254,8 +292,9 @@ def _handler(mirror: Mirror, cdn: bool):
                 return
             self.served.status = 302
             self.send_response(302)
-            for k, v in [*common, ("Location", f"{mirror.cdn}/cdn/{f.sha256}"), ("ETag", f'"{f.sha256}"'),
-                         ("X-Linked-Etag", f'"{f.sha256}"'), ("X-Linked-Size", str(f.size)),
+            listed = f.listed_sha256
+            for k, v in [*common, ("Location", f"{mirror.cdn}/cdn/{f.sha256}"), ("ETag", f'"{listed}"'),
+                         ("X-Linked-Etag", f'"{listed}"'), ("X-Linked-Size", str(f.size)),
                          ("Content-Length", "0")]:
                 self.send_header(k, v)
             self.end_headers()
