@@ -35,6 +35,7 @@ DEFAULT_SLOTS = 4
 DEFAULT_SLOT_CTX = 4096
 DEFAULT_MODELS_MAX = 4  # llama-server's router's
 LOAD_WAIT_S = 60.0
+GRACE_S = 5  # seconds open requests get to finish after SIGTERM or Ctrl+C
 
 
 class PortInUse(LlamaDeskError):
@@ -92,13 +93,15 @@ def several_models(args: argparse.Namespace) -> bool:
         "models_dir", "models_max", "models_idle_unload", "models_memory", "models_autoload"))
 
 
-def model_paths(args: argparse.Namespace) -> list[Path]:
+def model_paths(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
     """The files a multi-model server serves: each --model, then DIR's *.gguf by name
-    (multimodal projectors, mmproj*, left out), each once."""
+    (multimodal projectors, mmproj*, left out), each once; the two apart, since a --model
+    that cannot be read stops the server and a file of DIR only costs itself."""
     from app.engine.models import resolve_model
 
     given = args.model or ([None] if args.models_dir is None else [])  # None: the bundled model
     paths = [resolve_model(m) for m in given]
+    found: list[Path] = []
     if args.models_dir is not None:
         d = Path(args.models_dir).expanduser()
         if not d.is_dir():
@@ -106,14 +109,13 @@ def model_paths(args: argparse.Namespace) -> list[Path]:
         found = sorted(p for p in d.glob("*.gguf") if p.is_file() and not p.name.lower().startswith("mmproj"))
         if not found and not paths:
             raise ValueError(f"--models-dir {d} holds no .gguf file")
-        paths += found
     seen: dict[str, Path] = {}
-    for p in paths:
+    for p in [*paths, *found]:
         if p.name in seen and seen[p.name].resolve() != p.resolve():
             raise ValueError(f"two models are named {p.name} ({seen[p.name]} and {p}); a request names a "
                              "model by its file name, so rename one")
         seen.setdefault(p.name, p)
-    return list(seen.values())
+    return [p for p in paths if seen[p.name] is p], [p for p in found if seen[p.name] is p]
 
 
 def _loopback(host: str) -> bool:
@@ -257,7 +259,9 @@ def _serve_forever(app, sock: socket.socket) -> None:
     # The log is on the disk that fills: a line that cannot be written is lost, not a
     # traceback on the terminal for every line after it.
     logging.raiseExceptions = False
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    # SIGTERM ends the server however its requests stand: streams still open after GRACE_S are
+    # cut, or one that never ends (a client reading forever) would keep it running.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACE_S)
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -287,7 +291,13 @@ def _run_several(args: argparse.Namespace, opts, slot_ctx: int, key, hosts, orig
         if value is not None and not 0 <= value < 1e9:
             raise ValueError(f"{flag} must be a number of at least 0, got {value}")
     settings = ServeSettings(opts, args.parallel, slot_ctx, args.max_waiting)
-    specs = [settings.spec(p) for p in model_paths(args)]
+    named, found = model_paths(args)
+    specs = [settings.spec(p) for p in named] + [settings.found(p) for p in found]
+    unusable = [s for s in specs if s.error is not None]
+    if len(unusable) == len(specs):
+        why = "; ".join(f"{s.id} ({s.error})" for s in unusable)
+        raise ValueError(f"--models-dir {Path(args.models_dir).expanduser()} holds no model that can be "
+                         f"served: {why}")
     _probe_now(opts)
     memory = None if args.models_memory is None else int(args.models_memory * 2**20)
     pool = ModelPool(specs, settings.build, args.models_max, args.models_idle_unload, memory)
@@ -302,10 +312,13 @@ def _run_several(args: argparse.Namespace, opts, slot_ctx: int, key, hosts, orig
         app = create_models_app(pool, settings, key, store=store, bind=args.host, allow_hosts=hosts,
                                 allow_origins=origins, load_wait_s=args.models_load_wait,
                                 autoload=args.models_autoload is not False)
-        listed = ", ".join(f"{s.id} ({human_size(s.need)})" for s in specs)
-        note(f"serving {len(specs)} models on http://{args.host}:{args.port}/v1, each loaded when first "
-             f"asked for (at most {args.models_max} at once): {listed} · {args.parallel} slots of {slot_ctx} "
-             "tokens each" + (" · API key required" if key else ""))
+        served = [s for s in specs if s.error is None]
+        listed = ", ".join(f"{s.id} ({human_size(s.need)})" for s in served)
+        note(f"serving {len(served)} model{'s' * (len(served) != 1)} on http://{args.host}:{args.port}/v1, "
+             f"each loaded when first asked for (at most {args.models_max} at once): {listed} · "
+             f"{args.parallel} slots of {slot_ctx} tokens each" + (" · API key required" if key else ""))
+        for s in unusable:
+            note(f"not serving {s.path}: {s.error} (listed in GET /models with the reason)")
         _serve_forever(app, sock)
     finally:
         pool.close()

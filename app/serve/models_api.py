@@ -14,10 +14,12 @@ A switch between loaded models costs one body parse and a dictionary lookup.
 
 The front door answers for the whole server:
 
-- /v1/models and /v1/models/{id}: every model, loaded or not, each with its
-  `status` as llama-server's router gives it;
+- /v1/models and /v1/models/{id}: every model served, loaded or not, each
+  with its `status` as llama-server's router gives it;
 - llama-server's router endpoints: GET /models (`status.value` loaded,
-  loading, unloaded; `failed` with the reason of a load that failed),
+  loading, unloaded; `failed` with the reason of a load that failed, and
+  each --models-dir file that cannot be served at all, with why: it is no
+  model a client can pick, so /v1/models leaves it out),
   POST /models/load and /models/unload (`{"model": ...}` -> `{"success": true}`);
 - /metrics: the loads (app.serve.metrics_models) and each loaded model's own;
 - the Batch API, on one store: a batch runs on the model its lines name
@@ -42,6 +44,7 @@ from typing import cast
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from app.engine.errors import ModelFileError
 from app.engine.gguf import GGUFHeader, read_header
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
@@ -100,6 +103,15 @@ class ServeSettings:
         cells = (self.n_slots + ONLINE_RESERVE) * self.slot_ctx + self.opts.n_ctx
         need = predict(h, cells, kv_type=self.opts.kv_type, flash_attn=self.opts.flash_attn).ram_needed
         return ModelSpec(path.name, path, need, h.size, h, _stamp(path))
+
+    def found(self, path: Path) -> ModelSpec:
+        """A file a folder holds, as the pool knows it: one that cannot be read as a model is
+        kept with the reason, so it is listed as unusable while the folder's others are served."""
+        try:
+            return self.spec(path)
+        except ModelFileError as e:
+            st = _stamp(path)
+            return ModelSpec(path.name, path, 0, st[0] if st else 0, stamp=st, error=e.reason)
 
     def build(self, spec: ModelSpec) -> ServedModel:
         t0 = time.perf_counter()
@@ -219,7 +231,8 @@ class ModelsFront:
     # -- listings ------------------------------------------------------------------
     def _object(self, entry, status: str) -> dict:
         obj: dict = dict(protocol.model_object(entry.spec.id, self.created, self.slot_ctx))
-        obj["meta"] = {**obj["meta"], "size": entry.spec.size, "memory_needed": entry.spec.need,
+        obj["meta"] = {**obj["meta"], "size": entry.spec.size,
+                       "memory_needed": entry.spec.need if entry.spec.error is None else None,
                        "load_s": entry.load_s}
         state: dict = {"value": status}
         if status == "unloaded" and entry.failed:
@@ -228,9 +241,11 @@ class ModelsFront:
         obj["path"] = str(entry.spec.path)
         return obj
 
-    def listing(self) -> dict:
+    def listing(self, unusable: bool = False) -> dict:
+        """The models served; with `unusable`, the files that cannot be, too (GET /models)."""
         return {"object": "list", "data": [self._object(e, "unloaded" if s == "unloading" else s)
-                                           for e, s in self.pool.statuses()]}
+                                           for e, s in self.pool.statuses()
+                                           if unusable or e.spec.error is None]}
 
     def one(self, name) -> dict:
         try:
@@ -326,7 +341,7 @@ def create_models_app(pool: ModelPool, settings: ServeSettings, api_key: str | N
 
     @app.get("/models")
     async def router_models():
-        return JSONResponse(front.listing())
+        return JSONResponse(front.listing(unusable=True))
 
     @app.post("/models/load")
     async def load(request: Request):

@@ -15,9 +15,12 @@ pool's timer thread.
 
 The state machine of a model: unloaded -> loading -> loaded -> unloading ->
 unloaded; a load that fails goes back to unloaded with its reason kept
-(GET /models shows it). Everything here is plain threads and a lock: the event
-loop calls `try_acquire`, which never blocks, and awaits the future it may
-return; a batch's thread waits on it.
+(GET /models shows it). A file found unusable before the server started (a
+--models-dir file that is no GGUF, or a truncated one) is held with its
+reason and never loaded: one bad file in a folder costs only itself, and
+every request naming it is told why. Everything here is plain threads and a
+lock: the event loop calls `try_acquire`, which never blocks, and awaits the
+future it may return; a batch's thread waits on it.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class ModelSpec:
     size: int = 0
     header: object = None  # the GGUF header read for `need` (a load spares reading it again)
     stamp: tuple = ()  # (size, mtime) the header was read at
+    error: str | None = None  # why the file cannot be served at all, found when it was read
 
 
 class PoolError(LlamaDeskError):
@@ -69,6 +73,13 @@ class PoolError(LlamaDeskError):
 class NotServed(PoolError):
     status = 404
     code = "model_not_found"
+
+
+class Unusable(NotServed):
+    """A model the server knows but cannot serve: not among those it serves, as a 404 says,
+    and the reason why, so a client is not sent to retry."""
+
+    code = "model_unusable"
 
 
 class NotLoaded(PoolError):
@@ -131,7 +142,7 @@ class ModelPool:
     free: Callable[[], int | None] = free_memory
 
     def __post_init__(self) -> None:
-        self.entries = {s.id: Entry(s) for s in self.specs}
+        self.entries = {s.id: Entry(s, failed=s.error) for s in self.specs}
         self._lock = threading.Lock()
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamadesk-serve-load")
         self._stop = threading.Event()
@@ -142,7 +153,8 @@ class ModelPool:
 
     @property
     def ids(self) -> list[str]:
-        return list(self.entries)
+        """The models served; the unusable ones are not."""
+        return [i for i, e in self.entries.items() if e.spec.error is None]
 
     def find(self, name) -> Entry:
         """The model a request names: its id, or its file name without .gguf (llama-server's
@@ -150,11 +162,14 @@ class ModelPool:
         e = self.entries.get(name) if isinstance(name, str) else None
         if e is None and isinstance(name, str):
             e = next((x for x in self.entries.values() if x.spec.path.stem == name), None)
+        served = ", ".join(repr(i) for i in self.ids)
         if e is None:
-            served = ", ".join(repr(i) for i in self.entries)
             if name is None:
                 raise NotServed(f"say which model: this server has {served}")
             raise NotServed(f"The model {name!r} does not exist (this server has {served})")
+        if e.spec.error is not None:
+            raise Unusable(f"the model {e.spec.id!r} cannot be served: {e.spec.error} (this server has "
+                           f"{served})")
         return e
 
     # -- holding a model --------------------------------------------------------

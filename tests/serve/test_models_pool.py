@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.serve.pool import AllBusy, ModelPool, ModelSpec, NoRoom, NotLoaded, NotServed
+from app.serve.pool import AllBusy, ModelPool, ModelSpec, NoRoom, NotLoaded, NotServed, Unusable
 
 MB = 1_000_000
 
@@ -118,4 +118,28 @@ def test_a_failed_load_is_said_and_kept():
     with pytest.raises(Exception, match=r"'m0\.gguf' cannot be loaded: bad tensor data"):
         take(p, "m0.gguf")
     assert p.entries["m0.gguf"].failed == "bad tensor data" and p.statuses()[0][1] == "unloaded"
+    p.close()
+
+
+def test_an_unusable_file_is_never_loaded_nor_counted_among_the_served():
+    """A --models-dir file whose header could not be read is held with its reason: every way of
+    asking for it (a request, a batch's hold, an unload, its stem) is refused with that reason."""
+    log: list = []
+    junk = ModelSpec("junk.gguf", Path("/models/junk.gguf"), 0, error="not a GGUF file (wrong magic bytes)")
+    p = ModelPool([junk, ModelSpec("m0.gguf", Path("/models/m0.gguf"), MB)], lambda s: Stub(s, log),
+                  free=lambda: None)
+    assert p.ids == ["m0.gguf"]
+    why = (r"'junk\.gguf' cannot be served: not a GGUF file \(wrong magic bytes\) "
+           r"\(this server has 'm0\.gguf'\)")
+    for ask in (p.try_acquire, lambda n: p.hold(n, 1), p.unload):
+        for name in ("junk.gguf", "junk"):
+            with pytest.raises(Unusable, match=why) as e:
+                ask(name)
+            assert e.value.status == 404 and e.value.code == "model_unusable"
+    with pytest.raises(NotServed, match=r"this server has 'm0\.gguf'\)$"):
+        p.find("nope")
+    take(p, "m0.gguf")
+    assert log == [("load", "m0.gguf")]
+    assert [(e.spec.id, s, e.failed) for e, s in p.statuses()] == \
+        [("junk.gguf", "unloaded", junk.error), ("m0.gguf", "loaded", None)]
     p.close()
