@@ -15,7 +15,14 @@ rejection scheme llama.cpp's own grammar sampler uses (an accepted draw has
 the probability it had; a refused one is redrawn from the masked rows).
 
 A constraint the engine cannot enforce is refused before decoding starts,
-naming the construct (GrammarError), never answered unconstrained.
+naming the construct (GrammarError), never answered unconstrained. Some
+grammars compile and then blow up in the matcher: a pattern like `a{1000000}`
+exhausts the lexer at the first character, an object that requires itself the
+parser's item limit at the second token. The compiler's work is bounded
+(LIMITS), `$ref`s that recurse without end are refused by reading the schema
+(app.engine.schema_refs), and every new matcher first walks a few tokens on a
+copy of itself (PROBE_TOKENS), so those are refused before the first token
+too. A grammar that still fails later ends its own reply with the error.
 
 JSON grammars leave a number's digits unbounded, and a small model that
 starts "1000" can write zeros until max_tokens cuts the reply into invalid
@@ -38,6 +45,7 @@ import numpy as np
 
 from app.engine import vocabulary
 from app.engine.errors import EngineError
+from app.engine.schema_refs import endless_ref
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
@@ -51,6 +59,17 @@ JSON_OPTIONS: JsonCompileOptions = {"whitespace_flexible": False, "item_separato
                                     "key_separator": ": "}
 _COMPILED_MAX = 128  # distinct grammars kept compiled (a server's clients reuse a few schemas)
 MAX_DIGIT_RUN = 20  # the digits of every 64-bit integer; a double's shortest form needs 17
+# The lexer's fuel for building a grammar's regexes, a fifth of LLGuidance's default: every
+# schema of bench --structured needs far less, and a blow-up is refused sooner.
+INITIAL_LEXER_FUEL = 200_000
+PROBE_TOKENS = 4  # tokens a new matcher's copy walks before the reply starts
+
+
+def limits():
+    """LLGuidance's resource limits for every compile and matcher (its other defaults kept)."""
+    from llguidance import LLParserLimits
+
+    return LLParserLimits(initial_lexer_fuel=INITIAL_LEXER_FUEL, verbose_errors=False)
 
 
 class GrammarError(EngineError):
@@ -101,6 +120,7 @@ def compile_grammar(c: Constraint) -> str:
 
     try:
         if c.kind == "json_schema" or c.kind == "json_object":
+            _no_endless_ref(c)
             grammar = LLMatcher.grammar_from_json_schema(c.source, defaults=JSON_OPTIONS)
         elif c.kind == "regex":
             grammar = LLMatcher.grammar_from_regex(c.source)
@@ -116,7 +136,7 @@ def compile_grammar(c: Constraint) -> str:
         raise
     except Exception as e:  # noqa: BLE001 - the compilers raise ValueError, RuntimeError or their own
         raise GrammarError(f"the {_what(c)} cannot be enforced: {_one_line(e)}") from None
-    problem = LLMatcher.validate_grammar(grammar)
+    problem = LLMatcher.validate_grammar(grammar, limits=limits())
     if problem and not problem.startswith("WARNING"):
         raise GrammarError(f"the {_what(c)} cannot be enforced: {_one_line(problem)}")
     with _lock:
@@ -126,9 +146,31 @@ def compile_grammar(c: Constraint) -> str:
     return grammar
 
 
+def _no_endless_ref(c: Constraint) -> None:
+    try:
+        schema = json.loads(c.source)
+    except ValueError:
+        return  # the compiler says what is wrong with the text
+    ref = endless_ref(schema)
+    if ref is not None:
+        raise GrammarError(f"the {_what(c)} cannot be enforced: its $ref {ref!r} recurses without end "
+                           "(no finite value matches it)")
+
+
+def check(c: Constraint, vocab, n_vocab: int) -> None:
+    """GrammarError now, naming the problem, when `c` cannot be kept to on this vocabulary: what
+    a server asks before it accepts a request, off its engine thread."""
+    GrammarMatcher(c, vocab, n_vocab)
+
+
 def _what(c: Constraint) -> str:
     return {"json_schema": "JSON schema", "json_object": "JSON format", "lark": "grammar",
             "gbnf": "GBNF grammar", "regex": "regular expression"}.get(c.kind, "constraint")
+
+
+def _error_line(text: str) -> str:
+    """The matcher's error without the parser state it appends (`<state>` onwards)."""
+    return _one_line(text.split("<state>", 1)[0].replace("<non-verbose/>", "")) or "the matcher failed"
 
 
 def _one_line(e) -> str:
@@ -143,17 +185,35 @@ class GrammarMatcher:
         from llguidance import LLMatcher
 
         grammar = compile_grammar(c)
-        self.matcher = LLMatcher(vocabulary.tokenizer_for(vocab), grammar, log_level=0)
-        if self.matcher.is_error():
-            raise GrammarError(f"the {_what(c)} cannot be enforced: {_one_line(self.matcher.get_error())}")
+        self.matcher = LLMatcher(vocabulary.tokenizer_for(vocab), grammar, log_level=0, limits=limits())
         self.n_vocab = n_vocab
         self._mask = np.zeros((n_vocab + 31) // 32, dtype=np.int32)
+        problem = self._probe()
+        if problem is not None:
+            raise GrammarError(f"the {_what(c)} cannot be enforced: {problem}")
         is_json = c.kind in ("json_schema", "json_object")
         self.digits = vocabulary.digits_for(vocab, n_vocab) if is_json else None
         self.run = 0  # digits at the end of the reply so far
         self.seconds = 0.0  # checking, masking and consuming, over the reply
         self.masked = 0  # tokens the grammar refused and that were drawn again
         self.tokens = 0
+
+    def _probe(self) -> str | None:
+        """What goes wrong within the first PROBE_TOKENS tokens, on a copy of the matcher, always
+        taking the lowest token id allowed (the blow-ups come from the grammar, not the path)."""
+        m = self.matcher.deep_copy()
+        mask = np.zeros_like(self._mask)
+        for _ in range(PROBE_TOKENS):
+            if m.is_error() or m.is_stopped():
+                break
+            m.unsafe_compute_mask_ptr(mask.ctypes.data, mask.nbytes)
+            allowed = np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[: self.n_vocab])
+            if m.is_error():
+                break
+            if allowed.size == 0:
+                return "no token can start a reply that matches it"
+            m.consume_token(int(allowed[0]))
+        return _error_line(m.get_error()) if m.is_error() else None
 
     def _capped(self) -> bool:
         return self.digits is not None and self.run >= MAX_DIGIT_RUN
@@ -182,7 +242,8 @@ class GrammarMatcher:
     def accept(self, tok: int) -> None:
         t = time.perf_counter()
         if not self.matcher.consume_token(tok):
-            raise GrammarError(f"the grammar refused a token it had allowed ({self.matcher.get_error()})")
+            raise GrammarError(f"the constraint failed after {self.tokens} tokens: "
+                               f"{_error_line(self.matcher.get_error())}")
         if self.digits is not None:
             tail = int(self.digits.trailing[tok])
             self.run = self.run + tail if self.digits.only[tok] else tail

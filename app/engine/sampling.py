@@ -207,7 +207,11 @@ class Sampler:
         # candidate array the size of the vocabulary for every token.
         self.n_vocab = n_vocab
         self.argmax = llama_cpp.llama_sampler_chain_n(self.chain) == 1 and s.temperature <= 0
-        self.grammar = None if s.constraint is None else GrammarMatcher(s.constraint, vocab, n_vocab)
+        try:
+            self.grammar = None if s.constraint is None else GrammarMatcher(s.constraint, vocab, n_vocab)
+        except BaseException:
+            self.close()  # the chain is made already; the caller never gets this sampler to close
+            raise
         self.top_logprobs = s.logprobs  # None: not asked
         self.last: TokenLogprob | None = None  # the last token's, when asked
         self._cands: ctypes.Array | None = None  # llama_token_data[n_vocab], on the first constrained draw

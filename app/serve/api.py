@@ -12,7 +12,7 @@ bound to 127.0.0.1, no name or origin allowed beyond it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -36,9 +36,11 @@ SELF_LOGGED = frozenset(("POST", path) for path in
 
 
 def front_door(app: FastAPI, api_key: str | None, bind: str, allow_hosts: Iterable[str],
-               allow_origins: Iterable[str]) -> None:
+               allow_origins: Iterable[str], stalled: Callable[[], str | None] = lambda: None) -> None:
     """What a server's front door has, one or several models behind it: the key, the browser
-    guard, OpenAI's error shape for every refusal, and /health."""
+    guard, OpenAI's error shape for every refusal, and /health, which answers 503 with the
+    reason while `stalled()` gives one (an engine that has stopped stepping), so a supervisor
+    or load balancer sees a wedged server as down instead of "ok"."""
     if api_key:
         app.add_middleware(KeyCheck, key=api_key)
     app.add_middleware(Guard, hosts=HostRule(bind, allow_hosts), origins=allow_origins)
@@ -47,6 +49,9 @@ def front_door(app: FastAPI, api_key: str | None, bind: str, allow_hosts: Iterab
 
     @app.get("/health")
     async def health():
+        why = stalled()
+        if why is not None:
+            return JSONResponse({"status": "error", "error": why}, status_code=503)
         return JSONResponse({"status": "ok"})
 
 
@@ -73,7 +78,7 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
     app.state.embeddings = embeddings.EmbeddingsAPI(side, model_id, host.slot_ctx)
     app.state.responses = responses.ResponsesAPI(app.state.online)
     if guarded:
-        front_door(app, api_key, bind, allow_hosts, allow_origins)
+        front_door(app, api_key, bind, allow_hosts, allow_origins, host.stalled)
     else:
         add_error_handlers(app, storage=(StoreError,), bugs=(StoreBug,))
 

@@ -34,6 +34,9 @@ from app.slots.types import BatchProgress, RequestDone, RequestStarted, SlotRequ
 
 log = logging.getLogger("llamadesk.serve")
 TTFT_WINDOW_S = 60.0
+# /health calls an engine stalled after this long without a step while work waits: far past one
+# llama_decode of a full n_batch on a slow CPU, so only a wedged engine reads as one.
+STALL_S = 120.0
 # The server's KV layout: one unified cache. Chat clients come and go, so the busy sequences are
 # seldom consecutive, and per-slot streams then read the weights once per run of consecutive
 # sequences in every step; a unified cache is one ubatch whatever is busy, and a prefix shared
@@ -72,6 +75,7 @@ class HostStats:
     kv_cells: int = 0
     steps: int = 0  # llama_decode calls so far, and the slots they carried in all
     step_slots: int = 0
+    failed_runs: int = 0  # engine runs that raised (their requests ended with the error)
     # Online requests' TTFT over the last TTFT_WINDOW_S (nearest rank), for the Serve panel's
     # live p50 and p99 beside the aggregate rate; None before the first.
     ttft_p50_s: float | None = None
@@ -126,6 +130,11 @@ class ServeEngine:
         self.tokenizer.start()
 
     @property
+    def stopping(self) -> bool:
+        """Being closed: the requests it ends as cancelled now were cut by the server going down."""
+        return self._stop.is_set()
+
+    @property
     def slot_ctx(self) -> int:
         return self.engine.slot_ctx
 
@@ -141,9 +150,32 @@ class ServeEngine:
         try:
             while not self._stop.is_set():
                 if self.engine.wait_for_work(0.2):
-                    self.engine.run()
+                    self._run()
         finally:
             self.engine.free()
+
+    def _run(self) -> None:
+        """One run of the engine. Whatever it raises has ended the busy requests with the error
+        (BatchEngine.run) and is logged here: the thread serves every client, and goes on."""
+        try:
+            self.engine.run()
+        except Exception:
+            self.stats.failed_runs += 1
+            log.exception("the engine's run failed; its busy requests ended with the error")
+
+    def stalled(self) -> str | None:
+        """Why the engine is not serving, for /health: its thread has ended, or work waits and no
+        step has begun for STALL_S. None while it serves."""
+        if not self.thread.is_alive():
+            return "the engine thread has stopped"
+        engine = self.engine
+        if engine is None:
+            return None
+        quiet = time.monotonic() - engine.beat
+        if quiet > STALL_S and (any(s is not None for s in engine.slots) or engine.sched.online_waiting()
+                                or self._waiting):
+            return f"the engine has not stepped for {quiet:.0f} s with work waiting"
+        return None
 
     def close(self) -> None:
         self._stop.set()
@@ -220,7 +252,9 @@ class ServeEngine:
         if isinstance(ev, BatchProgress):
             s = self.stats
             s.busy_slots, s.queued, s.online_busy = ev.busy_slots, ev.queued, ev.online_busy
-            s.tok_s, s.generated = ev.tok_s, ev.generated
+            # The rate of the last few seconds' steps; with nothing decoding now it is none at all
+            # (the last run's figure would stand on the gauge until the next request).
+            s.tok_s, s.generated = ev.tok_s if ev.decoding else None, ev.generated
             s.ceiling_tok_s, s.ceiling_bound, s.decoding = ev.ceiling_tok_s, ev.ceiling_bound, ev.decoding
             s.kv_used, s.kv_cells = ev.kv_used, ev.kv_cells
             s.steps, s.step_slots = self.engine.steps, self.engine.step_slots

@@ -20,14 +20,17 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Annotated
 
+import llama_cpp
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sse_starlette.sse import EventSourceResponse
 
+from app.engine import grammar
 from app.engine.events import TextDelta
 from app.engine.logprobs import Pieces
 from app.engine.sampling import GenerationSettings
 from app.serve import logprob_shapes, protocol
+from app.serve.disconnect import ClientGone, while_connected
 from app.serve.engine_host import Busy, ServeEngine
 from app.serve.fan import EventPipe, Fan
 from app.serve.http_rules import ApiError, bad, error_response, read_json, refused
@@ -42,6 +45,7 @@ router = APIRouter()
 # Far past any token of a llama.cpp vocabulary (Gemma 3's longest is 48 bytes), so a text refused
 # for its size could never have fitted.
 MAX_TOKEN_BYTES = 256
+CLIENT_GONE = 499  # nginx's "client closed request", in the log and /metrics: no client reads it
 
 
 def _sse(obj) -> dict:
@@ -79,6 +83,7 @@ class OnlineAPI:
         self.created = int(time.time())
         llm = host.model.llm
         self.n_vocab = llm.n_vocab()
+        self.vocab = llama_cpp.llama_model_get_vocab(llm.model)
         self.bos = llm.token_bos()
         self.pieces = Pieces(llm)
 
@@ -160,9 +165,21 @@ class OnlineAPI:
             reqs += choices(SlotRequest("", settings=p.settings, prompt_tokens=toks, verbatim=True))
         return reqs, echoes
 
+    async def _keepable(self, p: Parsed) -> None:
+        """A constraint that compiles can still fail in the matcher on this vocabulary (a pattern
+        whose lexer blows up): tried here, on a thread, it is a 400 before the engine sees it."""
+        c = p.settings.constraint
+        if c is None:
+            return
+        try:
+            await asyncio.to_thread(grammar.check, c, self.vocab, self.n_vocab)
+        except grammar.GrammarError as e:
+            raise bad(p.constraint_param or "response_format", str(e)) from None
+
     async def start(self, p: Parsed) -> tuple[Fan, list[Echo]]:
         """Queue a checked request's slot requests: their events, and the prompts' echoes."""
         reqs, echoes = await self._requests(p)
+        await self._keepable(p)
         fan = Fan(EventPipe(asyncio.get_running_loop()))
         if not p.generate:
             return fan, echoes
@@ -196,7 +213,7 @@ class OnlineAPI:
             return self._echo_only(call)
         if p.stream:
             return EventSourceResponse(self._stream(call), ping=15)
-        return await self._whole(call)
+        return await self._whole(call, raw)
 
     def _answer(self, call: Call, index: int, res: SlotResult) -> protocol.Answer:
         """A choice's answer; a completion's with its prompt's echo ahead of it."""
@@ -218,7 +235,7 @@ class OnlineAPI:
     def _failed(self, call: Call, results: dict[int, SlotResult]) -> SlotResult | None:
         return next((r for r in results.values() if r.stats.error is not None), None)
 
-    async def _whole(self, call: Call):
+    async def _results(self, call: Call) -> dict[int, SlotResult]:
         results: dict[int, SlotResult] = {}
         async with aclosing(self.events(call.fan)) as events:
             async for i, ev in events:
@@ -226,6 +243,19 @@ class OnlineAPI:
                     results[i] = ev.result
                     if ev.result.stats.error is not None:
                         break  # one choice failed: the request has; the others are cancelled
+        return results
+
+    def gone(self, endpoint: str) -> Response:
+        """A whole reply's client left before it was ready: its slots are free already."""
+        self.metrics.requests.labels(endpoint, str(CLIENT_GONE)).inc()
+        served("POST", endpoint, CLIENT_GONE, self.model_id, [], "the client went away before the reply")
+        return Response(status_code=CLIENT_GONE)
+
+    async def _whole(self, call: Call, raw: Request):
+        try:
+            results = await while_connected(raw, self._results(call))
+        except ClientGone:
+            return self.gone(call.endpoint)
         stats = [r.stats for r in results.values()]
         failed = self._failed(call, results)
         if failed is not None:
@@ -283,7 +313,9 @@ class OnlineAPI:
                 if st.error is not None:  # the stream has begun: the error goes in it
                     self.metrics.requests.labels(call.endpoint, "500").inc()
                     served("POST", call.endpoint, 500, model, [st], st.error)
-                    yield _sse(protocol.error_body(st.error, "server_error", None, st.error_kind))
+                    own = st.error_kind == "invalid_request"  # the request's constraint broke down
+                    kind_of = "invalid_request_error" if own else "server_error"
+                    yield _sse(protocol.error_body(st.error, kind_of, None, st.error_kind))
                     return
                 finish = None
                 if p.tools is not None:

@@ -28,6 +28,7 @@ from sse_starlette.sse import EventSourceResponse
 from app.engine.events import TextDelta
 from app.openai_compat.answer import assistant_message
 from app.openai_compat.tools import ToolCalls
+from app.serve.disconnect import ClientGone, while_connected
 from app.serve.fan import Fan
 from app.serve.http_rules import ApiError, bad, error_response, read_json, refused
 from app.serve.online import OnlineAPI
@@ -59,8 +60,10 @@ def _text_of(content, where: str) -> str:
     return "".join(out)
 
 
-def chat_messages(items, where: str = "input") -> list[dict]:
-    """Responses input items as chat messages."""
+def chat_messages(items, where: str = "input", called: set | None = None) -> list[dict]:
+    """Responses input items as chat messages. `called`: the call ids the earlier turns made, which
+    a function_call_output may answer besides this input's own function_call items."""
+    called = set() if called is None else set(called)
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
     if not isinstance(items, list) or not items:
@@ -72,6 +75,7 @@ def chat_messages(items, where: str = "input") -> list[dict]:
         if kind == "message":
             out.append({"role": it.get("role"), "content": _text_of(it.get("content"), at)})
         elif kind == "function_call":
+            called.add(it.get("call_id"))
             call = {"id": it.get("call_id"), "type": "function",
                     "function": {"name": it.get("name"), "arguments": it.get("arguments", "{}")}}
             if out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls"):
@@ -79,6 +83,12 @@ def chat_messages(items, where: str = "input") -> list[dict]:
             else:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
+            cid = it.get("call_id")
+            if not isinstance(cid, str) or not cid:
+                raise bad("input", f"{at}.call_id must name the function_call this output answers")
+            if cid not in called:
+                raise bad("input", f"{at}.call_id {cid!r} matches no function_call of this input or of "
+                                   "the previous response")
             out.append({"role": "tool", "tool_call_id": it.get("call_id"), "content": it.get("output")})
         else:
             raise bad("input", f"{at} is {kind!r}: input items are messages, function_call and "
@@ -93,7 +103,8 @@ def chat_body(body: dict, earlier: list[dict]) -> dict:
             raise ApiError(400, f"Unrecognized request argument supplied: {k}", k, "unknown_parameter")
     if body.get("truncation") not in (None, "disabled"):
         raise bad("truncation", "truncation must be \"disabled\": LlamaDesk never drops input silently")
-    msgs = [*earlier, *chat_messages(body.get("input"))]
+    made = {c.get("id") for m in earlier for c in m.get("tool_calls") or () if isinstance(c, dict)}
+    msgs = [*earlier, *chat_messages(body.get("input"), called=made)]
     if isinstance(body.get("instructions"), str) and body["instructions"].strip():
         msgs = [{"role": "system", "content": body["instructions"]}, *msgs]
     chat: dict = {"model": body.get("model"), "messages": msgs}
@@ -161,10 +172,17 @@ class ResponsesAPI:
         shell = _shell(resp_id, self.online.model_id, body, p)
         if body.get("stream"):
             return EventSourceResponse(self._stream(shell, fan, p, chat, body), ping=15)
+        try:
+            res = await while_connected(request, self._result(fan))
+        except ClientGone:
+            return self.online.gone("/v1/responses")
+        return self._final(shell, res, p, chat, body)
+
+    async def _result(self, fan: Fan) -> SlotResult:
         async with aclosing(self.online.events(fan)) as events:
             async for _, ev in events:
                 if isinstance(ev, RequestDone):
-                    return self._final(shell, ev.result, p, chat, body)
+                    return ev.result
         raise RuntimeError("unreachable")
 
     def _final(self, shell: dict, res: SlotResult, p: Parsed, chat: dict, body: dict):
@@ -174,10 +192,9 @@ class ResponsesAPI:
             served("POST", "/v1/responses", code, self.online.model_id, [st], st.error)
             return error_response(ApiError(code, st.error, None, st.error_kind,
                                            "invalid_request_error" if code == 400 else "server_error"))
-        out = _finished(shell, res, p.tools)
+        out, message = _finished(shell, res, p.tools)
         served("POST", "/v1/responses", 200, self.online.model_id, [st])
         if body.get("store", True):
-            message, _ = assistant_message(res.text, p.tools, st.stop_reason)
             self._keep(shell["id"], chat["messages"], message)
         return JSONResponse(out)
 
@@ -209,7 +226,7 @@ class ResponsesAPI:
                 if res.stats.error is not None:
                     yield event("error", code=res.stats.error_kind, message=res.stats.error, param=None)
                     return
-                done = _finished(shell, res, p.tools, item_id)
+                done, message = _finished(shell, res, p.tools, item_id)
                 for i, item in enumerate(done["output"]):
                     if item["type"] == "message":
                         text = item["content"][0]["text"] if item["content"] else ""
@@ -229,7 +246,6 @@ class ResponsesAPI:
                                     output_index=i, arguments=item["arguments"])
                     yield event("response.output_item.done", output_index=i, item=item)
                 if body.get("store", True):
-                    message, _ = assistant_message(res.text, p.tools, res.stats.stop_reason)
                     self._keep(shell["id"], chat["messages"], message)
                 yield event("response.completed" if done["status"] == "completed" else "response.incomplete",
                             response=done)
@@ -249,7 +265,10 @@ def _shell(resp_id: str, model: str, body: dict, p: Parsed) -> dict:
             "text": {"format": fmt or {"type": "text"}}, "truncation": "disabled", "usage": None}
 
 
-def _finished(shell: dict, res: SlotResult, tools: ToolCalls | None, item_id: str | None = None) -> dict:
+def _finished(shell: dict, res: SlotResult, tools: ToolCalls | None,
+              item_id: str | None = None) -> tuple[dict, dict]:
+    """The finished response, and the assistant message to store for a previous_response_id: the
+    same message, so a function_call_output's call_id is one the stored turn made."""
     st = res.stats
     message, finish = assistant_message(res.text, tools, st.stop_reason)
     output: list[dict] = []
@@ -267,7 +286,7 @@ def _finished(shell: dict, res: SlotResult, tools: ToolCalls | None, item_id: st
             "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
             "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": st.cached_tokens},
                       "output_tokens": done, "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": prompt + done}}
+                      "total_tokens": prompt + done}}, message
 
 
 async def _api(request: Request) -> ResponsesAPI:

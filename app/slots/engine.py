@@ -30,7 +30,7 @@ from dataclasses import replace
 import llama_cpp
 
 from app.engine.errors import ContextOverflowError, EngineError
-from app.engine.grammar import compile_grammar
+from app.engine.grammar import GrammarError, compile_grammar
 from app.engine.loader import LoadedModel
 from app.engine.message import MessageBody
 from app.engine.prompt import chat_format, reply_stops
@@ -64,6 +64,10 @@ DEFAULT_SLOT_CTX = 1024
 ARITHMETIC_STEP_TOKENS = 32
 # The KV layout when none is asked for (app.slots.context weighs the two).
 DEFAULT_UNIFIED = False
+
+
+def _failure(what: str, e: Exception) -> str:
+    return f"{what} failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
 
 
 class BatchEngine:
@@ -115,6 +119,7 @@ class BatchEngine:
         self.steps = self.step_slots = 0  # llama_decode calls that ran, and the slots they carried
         self.flop_s: float | None = None  # the best arithmetic rate a pure prefill step reached
         self.t0 = time.perf_counter()
+        self.beat = time.monotonic()  # the last step's start, or the last wait for work: /health reads it
 
     @property
     def unified(self) -> bool:
@@ -155,6 +160,7 @@ class BatchEngine:
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a request is queued (True) or `timeout` passes: a server's engine loop
         calls run() again only when there is something to run."""
+        self.beat = time.monotonic()
         return self.sched.wait_for_work(timeout)
 
     def free(self) -> None:
@@ -200,17 +206,27 @@ class BatchEngine:
         self.sched.begin_run()
         results: list[SlotResult] = []
         self._results = results
+        failed: str | None = None
         try:
-            while self.sched.next_turn(idle=lambda: self._progress(force=True)):
+            while self.sched.next_turn(idle=self._idle):
+                self.beat = time.monotonic()
                 self._step()
                 self._progress()
+        except Exception as e:
+            failed = _failure("a batch step", e)  # the busy slots' error; the caller logs and goes on
+            raise
         finally:
             for s in self.slots:  # cancellation: busy slots end as "cancelled", not finished work
                 if s is not None:
-                    self._finish(s, "cancelled")
+                    self._finish(s, "cancelled" if failed is None else None, failed)
             self.sched.end_run()
             self._progress(force=True)
         return results
+
+    def _idle(self) -> None:
+        """Only paused slots are busy: nothing steps, and that is no stall."""
+        self.beat = time.monotonic()
+        self._progress(force=True)
 
     def _prepare(self, req: SlotRequest, queued: float) -> Prepared | None:
         """The request's tokens and stop strings, or None after recording why it cannot run."""
@@ -241,13 +257,23 @@ class BatchEngine:
                        finished_at=now - self.t0, total_s=now - queued, error=error, error_kind=kind)
         return SlotResult(req.custom_id, "", st, req.line, req.reply_as)
 
-    def _start(self, seq: int, req: SlotRequest, prepared: Prepared, queued: float) -> Slot:
+    def _start(self, seq: int, req: SlotRequest, prepared: Prepared, queued: float) -> Slot | None:
+        """The request's slot, or None after recording why it could not have one: its
+        constraint's matcher is built here, and may refuse this vocabulary."""
         toks, stop = prepared
         now = time.perf_counter()
         settings = replace(req.settings, stop=stop)
-        cached = self.prefixes.keep(seq, toks)
-        slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now)
-        slot.take_prefix(cached)
+        try:
+            slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now)
+        except (EngineError, ValueError) as e:
+            self._record(self._unstarted(req, queued, "error", str(e), "invalid_request"))
+            return None
+        except Exception as e:  # one request's failure, never the engine's
+            log.exception("starting %s failed", req.custom_id)
+            self._record(self._unstarted(req, queued, "error", _failure("starting the request", e),
+                                         "generation_failed"))
+            return None
+        slot.take_prefix(self.prefixes.keep(seq, toks))
         slot.spec_mode = self.speculation.mode if self.speculation is not None else None
         self.prefixes.plan(slot)
         self._emit(RequestStarted(req.custom_id, seq, now - self.t0))
@@ -340,11 +366,15 @@ class BatchEngine:
         counters = self.sched.counters
         kept, done = 0, False
         for i in range(len(toks)):
-            tok = s.sampler.sample(self.ctx, i)
-            agrees = i < len(guesses) and tok == guesses[i]
-            kept += agrees
             before = s.generated
-            done = s.accept(tok, time.perf_counter())
+            try:
+                tok = s.sampler.sample(self.ctx, i)
+                agrees = i < len(guesses) and tok == guesses[i]
+                done = s.accept(tok, time.perf_counter())
+            except Exception as e:  # noqa: BLE001 - as in _sample
+                self._failed(s, e)
+                return
+            kept += agrees
             counters.generated += s.generated - before
             if done or not agrees:
                 break
@@ -392,12 +422,24 @@ class BatchEngine:
         """Sample each slot's token from its logits row; finished slots free their sequence."""
         counters = self.sched.counters
         for s, idx in outs:
-            tok = s.sampler.sample(self.ctx, idx)
             before = s.generated
-            done = s.accept(tok, time.perf_counter())
+            try:
+                done = s.accept(s.sampler.sample(self.ctx, idx), time.perf_counter())
+            except Exception as e:  # noqa: BLE001 - this slot's sampler or grammar: its reply ends
+                self._failed(s, e)
+                continue
             counters.generated += s.generated - before
             if done:
                 self._finish(s)
+
+    def _failed(self, s: Slot, e: Exception) -> None:
+        """A slot's sampling failed (a constraint that breaks down mid-reply): that reply ends with
+        the error, the other slots go on."""
+        if isinstance(e, EngineError):
+            self._finish(s, error=str(e), kind="invalid_request" if isinstance(e, GrammarError) else None)
+            return
+        log.exception("sampling %s failed", s.req.custom_id)
+        self._finish(s, error=_failure("sampling", e))
 
     @staticmethod
     def _put(b, i: int, tok: int, pos: int, seq: int, logits: bool) -> None:
@@ -407,8 +449,9 @@ class BatchEngine:
         b.seq_id[i][0] = seq
         b.logits[i] = logits
 
-    def _finish(self, s: Slot, stop_reason: str | None = None, error: str | None = None) -> None:
-        res = s.finish(time.perf_counter(), self.t0, stop_reason, error)
+    def _finish(self, s: Slot, stop_reason: str | None = None, error: str | None = None,
+                kind: str | None = None) -> None:
+        res = s.finish(time.perf_counter(), self.t0, stop_reason, error, kind)
         self.prefixes.counted(s)
         kv = s.prompt[:s.prefilled] + s.fed if res.stats.error is None else None  # exactly what the KV holds
         if not self.sched.release(s.seq, kv):

@@ -137,11 +137,12 @@ class RunCounters:
 class Scheduler(Generic[R, S]):
     """The queues and the sequences' occupancy. `prepare(req, queued)` gives a request's
     prompt or None (after recording why it cannot run), `start(seq, req, prepared, queued)`
-    makes its slot, and `dropped(req, queued)` reports a request cancelled while queued.
+    makes its slot (None: it could not, and said why), and `dropped(req, queued)` reports a
+    request cancelled while queued.
     `n_slots` sequences take any work; the `reserve` after them take only online work."""
 
     def __init__(self, n_slots: int, prepare: Callable[[R, float], Prepared | None],
-                 start: Callable[[int, R, Prepared, float], S], dropped: Callable[[R, float], None],
+                 start: Callable[[int, R, Prepared, float], S | None], dropped: Callable[[R, float], None],
                  keep_prefixes: bool = False, online_first: bool = False, reserve: int = ONLINE_RESERVE,
                  clock: Callable[[], float] = time.perf_counter, idle_s: float = PROGRESS_EVERY_S):
         self.n_slots = n_slots
@@ -255,7 +256,7 @@ class Scheduler(Generic[R, S]):
             if prepared is None:
                 continue  # recorded as an error result
             seq = self.best_seq(free, prepared[0])
-            self.slots[seq] = self._start(seq, req, prepared, queued)
+            self.slots[seq] = self._start(seq, req, prepared, queued)  # None: recorded as an error
 
     def _dropped_queued(self, item: tuple[R, float]) -> bool:
         """A queued request cancelled before it got a slot ends as a "cancelled" result, so

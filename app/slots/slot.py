@@ -134,8 +134,9 @@ class Slot:
         self._emit(TextDelta(delta, self.generated, now, fresh))
 
     def finish(self, now: float, t0: float, stop_reason: str | None = None,
-               error: str | None = None) -> SlotResult:
-        """End the request; stamps in the result are relative to the engine's t0."""
+               error: str | None = None, kind: str | None = None) -> SlotResult:
+        """End the request; stamps in the result are relative to the engine's t0. `kind`: the
+        error's, when it is the request's own fault (a constraint that broke down)."""
         self.state = SlotState.FINISHED
         if stop_reason:
             self.stop_reason = stop_reason
@@ -159,7 +160,8 @@ class Slot:
             ttft_from_slot_s=self.timer.ttft_from(self.slot_start),
             queue_wait_s=self.slot_start - self.queued_at, total_s=now - self.queued_at,
             decode_tok_s=self.timer.wall_rate(self.generated), error=self.error,
-            error_kind="generation_failed" if self.error else None, grammar_ms_per_token=self.grammar_ms,
+            error_kind=(kind or "generation_failed") if self.error else None,
+            grammar_ms_per_token=self.grammar_ms,
             **stats_fields(self.spec_mode, self.spec), draft_accepted_per_pos=accepted_per_pos(self.spec),
         )
         if self.req.on_event is not None:
