@@ -105,12 +105,16 @@ def messages(raw) -> list[MessageBody]:
         if role == "developer":
             role = "system"
         if role == "assistant" and m.get("tool_calls") is not None:
-            text = _calls_text(m["tool_calls"], where, called) if not text else text
+            calls = _calls_text(m["tool_calls"], where, called)  # each call's id is known from here on
+            text = text or calls
         if role == "tool":
             cid = m.get("tool_call_id")
             if not isinstance(cid, str) or not cid:
                 raise ValueError(f"{where}.tool_call_id must name the call this result answers")
-            role, text = "user", (f"The tool {called.get(cid, cid)} returned: {text}\n"
+            if cid not in called:  # a result for no call: the model would read an answer to nothing
+                raise ValueError(f"{where}.tool_call_id {cid!r} matches no tool call of an earlier "
+                                 "assistant message")
+            role, text = "user", (f"The tool {called[cid]} returned: {text}\n"
                                   "Use this result to answer the request.")
         out.append(MessageBody(role, text))
     return out

@@ -34,6 +34,9 @@ CHAT = COMMON | {"messages", "tools", "tool_choice", "parallel_tool_calls", "fun
                  "reasoning_effort", "modalities", "audio", "prediction", "web_search_options"}
 COMPLETION = COMMON | {"prompt", "echo", "best_of", "suffix"}
 MAX_CHOICES = 64  # n x prompts in one request: each is a slot request of its own
+# A completion that names no max_tokens writes this many, as OpenAI's and vLLM's do: clients
+# written for them leave it out expecting a short continuation, not the chat default.
+COMPLETION_MAX_TOKENS = 16
 MAX_BIAS = 1024  # logit_bias entries
 
 Prompt = str | list[int]  # a completion's prompt: text, or token ids taken as they are
@@ -51,6 +54,7 @@ class Parsed:
     n: int = 1
     echo: bool = False  # a completion's text (and logprobs) start with its prompt's
     generate: bool = True  # False: echo with max_tokens 0, the prompt scored and nothing written
+    constraint_param: str | None = None  # the field the constraint came from, for its refusals
 
     @property
     def logprobs(self) -> bool:
@@ -231,6 +235,8 @@ def parse(body, kind: str, defaults: GenerationSettings) -> Parsed:
     n = _count(body, "n", 1, MAX_CHOICES) or 1
     try:
         s = settings_from_body(body, defaults)
+        if kind == "completion" and all(body.get(k) is None for k in ("max_tokens", "max_completion_tokens")):
+            s.max_tokens = COMPLETION_MAX_TOKENS
         s.ignore_eos = bool(body.get("ignore_eos", False))
         s.logprobs = logprobs_of(body, kind)
         s.logit_bias = logit_bias_of(body)
@@ -248,7 +254,7 @@ def parse(body, kind: str, defaults: GenerationSettings) -> Parsed:
     s = replace(s, constraint=_compiled(constraint, param))
     prompts = prompts_of(body.get("prompt")) if kind == "completion" else None
     p = Parsed(model, s, stream, bool(opts.get("include_usage")), msgs, prompts, tools, n,
-               _flag(body, "echo") if kind == "completion" else False, generate)
+               _flag(body, "echo") if kind == "completion" else False, generate, param)
     if p.choices > MAX_CHOICES:
         raise bad("n", f"n x prompts is {p.choices}; one request takes at most {MAX_CHOICES} choices")
     return p

@@ -171,3 +171,15 @@ def test_bench_serve_compares_with_llama_server_in_one_run():
     ours, theirs = d["llamadesk"], d["llama_server"]
     assert all(ours[n]["prompt_tokens"] == theirs[n]["prompt_tokens"] > 0 for n in ours)
     assert d["batch_still_running"]  # the online TTFT was measured while the batch ran
+
+
+def test_a_completion_without_max_tokens_writes_openais_default_of_16(client):
+    from app.engine.sampling import GenerationSettings
+    from app.openai_compat.params import COMPLETION_MAX_TOKENS
+
+    r = client.completions.create(model=MODEL_ID, prompt="Once upon a time", temperature=0,
+                                  extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == COMPLETION_MAX_TOKENS == 16 and r.choices[0].finish_reason == "length"
+    r = client.chat.completions.create(model=MODEL_ID, messages=HI, temperature=0, max_completion_tokens=20,
+                                       extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 20 < GenerationSettings().max_tokens

@@ -117,6 +117,29 @@ def test_responses_structured_and_with_a_tool(client):
     done = client.responses.create(model=MODEL_ID, previous_response_id=r.id, max_output_tokens=16,
                                    temperature=0, input=result)
     assert done.output_text
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model=MODEL_ID, previous_response_id=r.id, max_output_tokens=4,
+                                input=[{**result[0], "call_id": "call_nobody_made"}])
+    assert e.value.body["param"] == "input" and "'call_nobody_made' matches no function_call" in str(e.value)
+
+
+def test_a_tool_result_answering_no_call_is_refused_as_a_missing_id_is(client):
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    asked = [{"role": "user", "content": "Weather?"},
+             {"role": "assistant", "content": "Let me look.", "tool_calls": [call]}]
+    ok = client.chat.completions.create(model=MODEL_ID, max_tokens=4, messages=[
+        *asked, {"role": "tool", "tool_call_id": "call_1", "content": "Sunny."}])
+    assert ok.choices[0].message.content is not None  # an assistant turn with text and calls counts its ids
+    for cid in ("call_2", ""):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model=MODEL_ID, max_tokens=4, messages=[
+                *asked, {"role": "tool", "tool_call_id": cid, "content": "Sunny."}])
+        assert e.value.body["param"] == "messages" and "messages[2].tool_call_id" in e.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model=MODEL_ID, max_output_tokens=4, input=[
+            {"role": "user", "content": "Weather?"},
+            {"type": "function_call_output", "call_id": "call_9", "output": "Sunny."}])
+    assert e.value.body["param"] == "input" and "input[1].call_id 'call_9'" in e.value.body["message"]
 
 
 # -- routes, logprobs, n, tokenizer ---------------------------------------------
