@@ -42,6 +42,7 @@ from app.slots.types import SlotRequest
 
 CHAT_URL = "/v1/chat/completions"
 AUTO = "#"  # automatic ids start with it; user ids may not
+INVALID_URL = "invalid_url"  # OpenAI's code for a line whose url is not its batch's endpoint
 
 
 class BatchInputError(LlamaDeskError):
@@ -57,6 +58,11 @@ class InputItem:
     model: str | None = None  # the body's own "model", if it named one
     digest: str = ""  # SHA-256 of the line's stripped text: what the journal knows it by
     embed: dict | None = None  # an embeddings line's body, checked against the model that runs it
+    # What makes the whole Batch API batch fail validation, as OpenAI's does ("invalid_url": the
+    # line's url is not the batch's endpoint), rather than only this line.
+    code: str | None = None
+    n: int = 1  # a Batch API line's choices, answered together in its one record
+    logprobs: bool = False  # its record's choices carry their tokens' logprobs
 
 
 def read_input(path: str | Path, defaults: GenerationSettings) -> list[InputItem]:
@@ -131,13 +137,20 @@ def refusal(line: int, e: RequestError) -> str:
 
 def _parse_json_line(line: int, s: str, defaults: GenerationSettings,
                      endpoint: str | None = None) -> InputItem:
-    """`endpoint`: the Batch API batch's, which every line's url must name; None for a batch
+    """`endpoint`: the Batch API batch's, which every line's url must name (one that does not is
+    marked `code` invalid_url: its batch fails validation, as OpenAI's does); None for a batch
     file, whose lines are chat requests."""
     item = InputItem(line, "", digest=_digest(s))
     try:
         obj = _load(line, s)
     except ValueError as e:
         item.error = str(e)
+        return item
+    url = obj.get("url")
+    if endpoint is not None and url != endpoint:  # first: OpenAI fails the whole batch for it
+        item.code = INVALID_URL
+        item.error = (f"line {line}: url {show(url)} is not this batch's endpoint {endpoint} (every line "
+                      "of a batch goes to its endpoint)")
         return item
     cid = obj.get("custom_id")
     if not isinstance(cid, str) or not cid:
@@ -156,12 +169,8 @@ def _parse_json_line(line: int, s: str, defaults: GenerationSettings,
         method = obj.get("method", "POST")
         if method != "POST":
             raise ValueError(f"unsupported method {show(method)}")
-        url = obj.get("url")
         if endpoint is None and url != CHAT_URL:
             raise ValueError(f"unknown url {show(url)}; only {CHAT_URL} is served")
-        if endpoint is not None and url != endpoint:
-            raise ValueError(f"url {show(url)} is not this batch's endpoint {endpoint} (every line of a "
-                             "batch goes to its endpoint)")
         body = obj.get("body")
         if not isinstance(body, dict):
             raise ValueError("body must be an object")
@@ -174,12 +183,15 @@ def _parse_json_line(line: int, s: str, defaults: GenerationSettings,
         p = parse({"model": "-", **body}, "chat", defaults)
         if p.stream:
             raise RequestError(400, "a batch line cannot stream: its answer is written whole", "stream")
-        if p.n != 1:
+        # The Batch API answers n choices and logprobs in its record, as the online body does; a
+        # batch file's runners (`llamadesk batch`, the Batch window) write one choice, no logprobs.
+        if endpoint is None and p.n != 1:
             raise RequestError(400, "a batch line answers with one choice: give each its own line", "n")
-        if p.logprobs:
+        if endpoint is None and p.logprobs:
             raise RequestError(400, "a batch line's output records carry no logprobs; ask online",
                                "logprobs")
         item.model = body.get("model")
+        item.n, item.logprobs = p.n, p.logprobs
         item.request = SlotRequest(cid, p.messages or [], p.settings, line=line, reply_as=p.tools)
     except RequestError as e:
         item.error = refusal(line, e)

@@ -107,11 +107,17 @@ class ResultWriter:
     def write_answer(self, custom_id: str, line: int, body: dict, seconds: float) -> None:
         """A request answered whole by another endpoint than chat (embeddings): its body as is."""
         usage = body.get("usage") or {}
-        rid = f"batch_req_{uuid.uuid4().hex[:24]}"
-        self._append({"id": rid, "custom_id": custom_id,
+        self.write_response(custom_id, body, {"line": line, "prompt_tokens": usage.get("prompt_tokens"),
+                                              "total_s": round(seconds, 4)})
+
+    def write_response(self, custom_id: str, body: dict, extra: dict) -> None:
+        """A request answered with a body its endpoint's own code built (the server's, so a Batch
+        API line reads exactly as the same request sent online); `extra` is the record's
+        `llamadesk` part, which the server's output file leaves out."""
+        rid = body.get("id") if isinstance(body.get("id"), str) else f"batch_req_{uuid.uuid4().hex[:24]}"
+        self._append({"id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": custom_id,
                       "response": {"status_code": 200, "request_id": rid, "body": body}, "error": None,
-                      "llamadesk": {"line": line, "prompt_tokens": usage.get("prompt_tokens"),
-                                    "total_s": round(seconds, 4)}})
+                      "llamadesk": extra})
 
     def _append(self, rec: dict) -> None:
         self._f.write(json.dumps(rec, ensure_ascii=False) + "\n")

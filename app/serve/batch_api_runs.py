@@ -13,6 +13,13 @@ batch then fails that batch, not the engine every online client needs: its
 requests still queued are cancelled, it ends "failed" with the reason in its
 errors, and if even that cannot be recorded yet, the batch's thread keeps
 trying while the listing shows it failed, until the disk takes the write.
+
+Every line submitted gets exactly one record, whatever the engine answers: a
+reply that failed while decoding (its text cut short) is an error record, and
+so is a request the engine ended without being asked to. Only a server that is
+stopping leaves a line without one, and the batch unfinished, for the next
+start to resume. A line asking for n choices is n slot requests answered in
+one record, built by the online endpoint's own code, logprobs included.
 """
 
 from __future__ import annotations
@@ -24,20 +31,24 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, replace
+import uuid
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 from app.batch_jsonl.api_file import read_api_file
-from app.batch_jsonl.requests import BatchInputError, InputItem, refusal
+from app.batch_jsonl.requests import INVALID_URL, BatchInputError, InputItem, refusal
 from app.batch_jsonl.results import BatchOutputError, ResultWriter, read_journal
 from app.engine.errors import EngineError
+from app.engine.logprobs import Pieces
 from app.engine.sampling import GenerationSettings
 from app.errors import LlamaDeskError
 from app.openai_compat.embeddings import URL as EMBEDDINGS_URL
 from app.openai_compat.embeddings import embedding_body, parse_embedding
 from app.openai_compat.refusal import RequestError
+from app.openai_compat.tools import ToolCalls
+from app.serve import logprob_shapes, protocol
 from app.serve.batch_api_store import BatchStore, StoreBug, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
@@ -46,6 +57,8 @@ from app.slots.types import RequestDone, SlotRequest, SlotResult, SlotStats
 
 log = logging.getLogger("llamadesk.serve.batch")
 RETRY_S = (0.5, 1, 2, 5)  # waits between tries to record a failure, the last one repeated
+ENGINE_CHECK_S = 1.0  # how often a batch waiting on results looks whether the engine's thread lives
+LISTED_ERRORS = 100  # a batch failing validation lists at most this many lines in its errors
 _END = None  # on the results queue: every request submitted has ended
 
 
@@ -107,9 +120,10 @@ class BatchRun:
         self.store, self.hosts, self.bid, self.defaults = store, hosts, bid, defaults
         self.host: ServeEngine | None = None  # while its model is held
         self.model_id = ""
-        self.pending: dict[str, str] = {}  # host id -> custom_id
+        self.pending: dict[str, tuple[str, int]] = {}  # host id -> (custom_id, choice)
         self.lock = threading.Lock()
-        self.results: queue.Queue[SlotResult | None] = queue.Queue()
+        self.results: queue.Queue[tuple[tuple[str, int], SlotResult] | None] = queue.Queue()
+        self.left_for_resume = False  # the server stopped under it: the next start finishes it
         self.cancelled = False
         self.failure: dict | None = None  # the fields of a failure not recorded in the store yet
         self.thread = threading.Thread(target=self._run, name=f"llamadesk-{bid}", daemon=True)
@@ -153,6 +167,10 @@ class BatchRun:
         except (BatchInputError, BatchOutputError) as e:
             self._fail("invalid_file", str(e))
             return
+        mismatched = [it for it in items if it.code == INVALID_URL]
+        if mismatched:
+            self._fail_validation(mismatched, "url")
+            return
         todo = [it for it in items if not journal.has(it)]
         if b["status"] == "validating":
             self.store.update(self.bid, status="in_progress", in_progress_at=int(time.time()),
@@ -169,39 +187,62 @@ class BatchRun:
             if b["endpoint"] == EMBEDDINGS_URL:
                 if not self._embed(writer, [it for it in todo if it.embed is not None]):
                     return
-            elif not self._generate(writer, [it.request for it in todo if it.request is not None]):
+            elif not self._generate(writer, [it for it in todo if it.request is not None]):
                 return
         finally:
             with contextlib.suppress(OSError):  # every record was flushed and synced as written
                 writer.close()
         self._finalize()
 
-    def _generate(self, writer: ResultWriter, reqs: list[SlotRequest]) -> bool:
+    def _generate(self, writer: ResultWriter, items: list[InputItem]) -> bool:
         """Decode the chat lines at batch priority, journaling each as it ends; False if the
-        batch failed (its model could not be held)."""
-        ids = [r.custom_id for r in reqs]
+        batch failed (its model could not be held) or is left for the next start to finish."""
         host = None
-        if reqs and not self.cancelled:
+        if items and not self.cancelled:
             try:
                 host = self.hosts.hold(self.model_id)
             except LlamaDeskError as e:
                 self._fail("model_unavailable", str(e))
                 return False
         try:
+            lines: dict[str, _Line] = {}
+            if host is not None:
+                lines = self._refuse_ids(writer, items, host.model.llm.n_vocab())
             with self.lock:
                 self.host = host
-                if host is not None and not self.cancelled:
+                if host is not None and lines and not self.cancelled:
+                    reqs = [r for ln in lines.values() for r in _choices(ln.item)]
+                    owners = [(ln.item.custom_id, j) for ln in lines.values() for j in range(ln.item.n)]
                     hosted = host.submit_batch(reqs, self._on_event)
-                    self.pending.update(zip(hosted, ids))
+                    for rid, owner in zip(hosted, owners, strict=True):
+                        lines[owner[0]].rids.append(rid)
+                    self.pending.update(zip(hosted, owners, strict=True))
                 else:
                     self.results.put(_END)
-            self._journal(writer)
+            if host is not None and lines:
+                self._journal(writer, host, lines)
         finally:
             if host is not None:
                 with self.lock:
                     self.host = None
                 self.hosts.release(self.model_id)
-        return True
+        return not self.left_for_resume
+
+    def _refuse_ids(self, writer: ResultWriter, items: list[InputItem], n_vocab: int) -> dict[str, _Line]:
+        """The lines to decode, after refusing those the online endpoint refuses once it knows
+        the model: a logit_bias naming a token past its vocabulary, in the same words."""
+        lines: dict[str, _Line] = {}
+        for it in items:
+            assert it.request is not None  # only chat lines with a request come here
+            bad = next((t for t, _ in it.request.settings.logit_bias if t >= n_vocab), None)
+            if bad is None:
+                lines[it.custom_id] = _Line(it)
+                continue
+            it.error = refusal(it.line, RequestError(
+                400, f"logit_bias names token {bad}; this model's vocabulary has {n_vocab}", "logit_bias"))
+            writer.write_error(it)
+            self.store.count(self.bid, False)
+        return lines
 
     def _embed(self, writer: ResultWriter, items: list[InputItem]) -> bool:
         """Embed the lines one at a time on the model's side thread (online embeddings queue
@@ -216,7 +257,7 @@ class BatchRun:
         try:
             side = self.hosts.side(self.model_id)
             with self.lock:
-                self.pending.update((it.custom_id, it.custom_id) for it in items)
+                self.pending.update((it.custom_id, (it.custom_id, 0)) for it in items)
             for it in items:
                 if self.cancelled:
                     break
@@ -242,16 +283,48 @@ class BatchRun:
             self.hosts.release(self.model_id)
         return True
 
-    def _journal(self, writer: ResultWriter) -> None:
-        """Write each result as it comes, until every request has ended. A failed write stops
-        the rest (cancelled at the engine at once) and fails the batch."""
+    def _journal(self, writer: ResultWriter, host: ServeEngine, lines: dict[str, _Line]) -> None:
+        """Write each line's record once its choices have ended, until every request has. A
+        failed write stops the rest (cancelled at the engine at once) and fails the batch."""
         failed: BaseException | None = None
-        while (res := self.results.get()) is not _END:
-            if failed is not None or res.stats.stop_reason == "cancelled":
+        pieces = Pieces(host.model.llm) if any(ln.item.logprobs for ln in lines.values()) else None
+        while True:
+            try:
+                got = self.results.get(timeout=ENGINE_CHECK_S)
+            except queue.Empty:
+                if host.thread.is_alive():
+                    continue
+                got = self._engine_gone()
+            if got is _END:
+                break
+            (cid, choice), res = got
+            ln = lines[cid]
+            if ln.recorded:
+                continue  # a choice of a line already answered or failed
+            if res.stats.stop_reason == "cancelled":
+                if self.cancelled or failed is not None:
+                    continue
+                if host.stopping:  # the server is going down: this line runs again at the next start
+                    ln.recorded = self.left_for_resume = True
+                    continue
+                res = _ended_unasked(res)
+            ln.done[choice] = res
+            err = _failure(res)
+            if err is None and len(ln.done) < ln.item.n:
+                continue
+            ln.recorded = True
+            if err is not None:  # a failed choice fails its line, as it fails an online request
+                for rid in ln.rids:
+                    host.cancel(rid)
+            if failed is not None:
                 continue
             try:
-                writer.write(res)
-                self.store.count(self.bid, res.stats.error is None)
+                if err is not None:
+                    writer.write(replace(res, custom_id=cid, stats=err, line=ln.item.line))
+                else:
+                    writer.write_response(cid, self._body(ln, pieces), {**ln.done[0].stats.to_json(),
+                                                                        "line": ln.item.line})
+                self.store.count(self.bid, err is None)
             except (OSError, StoreError) as e:
                 failed = e
                 log.warning("batch %s: a result could not be written (%s); stopping it", self.bid, _line(e))
@@ -259,16 +332,46 @@ class BatchRun:
         if failed is not None:
             raise WriteFailed(_line(failed))
 
+    def _engine_gone(self) -> tuple[tuple[str, int], SlotResult] | None:
+        """The engine's thread ended with requests of this batch still queued, which nothing will
+        end now: they end here as the engine ends what it stops under it, "cancelled"."""
+        with self.lock:
+            gone = list(self.pending.items())
+            self.pending.clear()
+        for rid, owner in gone:
+            self.results.put((owner, SlotResult(rid, "", SlotStats(stop_reason="cancelled"))))
+        self.results.put(_END)
+        return self.results.get()
+
+    def _body(self, ln: _Line, pieces: Pieces | None) -> dict:
+        """The line's answer, built as the online endpoint builds it: its n choices in order, each
+        with its logprobs when asked, the prompt counted once."""
+        answers = []
+        for j in range(ln.item.n):
+            res = ln.done[j]
+            st = res.stats
+            lp = None
+            if ln.item.logprobs and pieces is not None:
+                shown = logprob_shapes.Visible(pieces, True).take(res.logprobs[:st.completion_tokens or 0],
+                                                                  len(res.text.encode("utf-8")))
+                lp = logprob_shapes.chat(shown, pieces)
+            answers.append(protocol.Answer(res.text, st, lp, j == 0))
+        assert ln.item.request is not None  # a line in flight has its request
+        tools = ln.item.request.reply_as if isinstance(ln.item.request.reply_as, ToolCalls) else None
+        ident = protocol.completion_id("chat", uuid.uuid4().hex[:24])
+        return dict(protocol.completion("chat", ident, self.model_id, answers, tools))
+
     def _on_event(self, ev) -> None:
         """The engine thread: a finished request is handed to the batch's thread, nothing more."""
         if not isinstance(ev, RequestDone):
             return
         res: SlotResult = ev.result
         with self.lock:
-            cid = self.pending.pop(res.custom_id, None)
+            owner = self.pending.pop(res.custom_id, None)
             empty = not self.pending
-        if cid is not None:
-            self.results.put(replace(res, custom_id=cid))
+        if owner is None:
+            return
+        self.results.put((owner, res))
         if empty:
             self.results.put(_END)
 
@@ -276,19 +379,31 @@ class BatchRun:
         """Split the journal into OpenAI's output and error files."""
         if not self.cancelled:
             self.store.update(self.bid, status="finalizing", finalizing_at=int(time.time()))
-        fields = _split(self.store, self.bid)
+        fields = _split(self.store, self.bid)  # the counts too: what the files hold, however it went
         if self.cancelled:
             self.store.update(self.bid, status="cancelled", cancelled_at=int(time.time()), **fields)
         else:
             self.store.update(self.bid, status="completed", completed_at=int(time.time()), **fields)
 
-    def _fail(self, code: str, message: str) -> None:
+    def _fail_validation(self, items: list[InputItem], param: str) -> None:
+        """Fail the batch before any line runs, each offending line listed with its number and the
+        field at fault, as OpenAI's validation lists them."""
+        more = len(items) - LISTED_ERRORS
+        listed = [{"code": it.code or "invalid_request", "param": param, "line": it.line,
+                   "message": (it.error or "") + (f" ({more} more lines like it are not listed)"
+                                                  if more > 0 and k == LISTED_ERRORS - 1 else "")}
+                  for k, it in enumerate(items[:LISTED_ERRORS])]
+        first = items[0]
+        self._fail(first.code or "invalid_request", f"validation failed on {len(items)} of its lines, the "
+                   f"first: {first.error}", {"object": "list", "data": listed})
+
+    def _fail(self, code: str, message: str, errors: dict | None = None) -> None:
         """End the batch as failed, saying why; a store that cannot take it yet is tried again
         and one with a bug is not (the listing shows `failure` meanwhile either way), so the batch
         is never left looking alive."""
         log.warning("batch %s failed: %s", self.bid, message)
         fields = {"status": "failed", "failed_at": int(time.time()),
-                  "errors": batch_errors({"code": code, "message": message, "line": None})}
+                  "errors": errors or batch_errors({"code": code, "message": message, "line": None})}
         self.failure = fields
         for attempt in itertools.count():
             try:
@@ -306,8 +421,50 @@ class BatchRun:
             return
 
 
+@dataclass
+class _Line:
+    """A chat line in flight: its choices' host ids, the results in so far, whether its record
+    is written (or, the server stopping, left for the next start)."""
+
+    item: InputItem
+    rids: list[str] = field(default_factory=list)
+    done: dict[int, SlotResult] = field(default_factory=dict)
+    recorded: bool = False
+
+
+def _choices(it: InputItem) -> list[SlotRequest]:
+    """A line's n slot requests, seeded as the online endpoint seeds its choices (seed + j), so a
+    seeded line answers as the same request sent online does."""
+    first = it.request
+    assert first is not None  # a chat line that runs has its request
+    seed = first.settings.seed  # None: each choice its own random seed
+    return [replace(first) if j == 0 else replace(first, settings=replace(
+        first.settings, seed=None if seed is None else (seed + j) & 0xFFFFFFFF)) for j in range(it.n)]
+
+
+def _failure(res: SlotResult) -> SlotStats | None:
+    """The stats of an error record when the result is a failure (an error, or a reply the engine
+    says stopped on one), else None: a reply cut short by an error is never an answer."""
+    st = res.stats
+    if st.error is None and st.stop_reason != "error":
+        return None
+    if st.error is None:
+        return replace(st, error="the reply failed while it was being decoded",
+                       error_kind=st.error_kind or "generation_failed")
+    return st
+
+
+def _ended_unasked(res: SlotResult) -> SlotResult:
+    """A request the engine ended as cancelled when nobody cancelled it: its engine stopped (the
+    server's log says why). An error of its line, not a line silently left out."""
+    st = replace(res.stats, stop_reason="error", error_kind="generation_failed",
+                 error="the server's engine stopped before this request finished (its log says why)")
+    return replace(res, stats=st)
+
+
 def _split(store: BatchStore, bid: str) -> dict:
-    """The journal as OpenAI's output file (answers) and error file; their ids, for the batch."""
+    """The journal as OpenAI's output file (answers) and error file; their ids and the counts of
+    each, for the batch."""
     out: list[str] = []
     err: list[str] = []
     path = store.journal_path(bid)
@@ -318,7 +475,7 @@ def _split(store: BatchStore, bid: str) -> dict:
         rec = json.loads(line)
         rec.pop("llamadesk", None)
         (err if rec.get("error") else out).append(json.dumps(rec, ensure_ascii=False))
-    fields = {}
+    fields = {"completed": len(out), "failed": len(err)}
     for key, recs, name in (("output_file_id", out, "output"), ("error_file_id", err, "error")):
         if recs:
             data = ("\n".join(recs) + "\n").encode()
@@ -350,10 +507,22 @@ class BatchRuns:
         run.start()
 
     def resume(self) -> None:
-        """A server killed mid-batch picks up where it was."""
+        """A server killed mid-batch picks up where it was. On a data folder it cannot write, a
+        batch cannot go on (not one result could be kept): it is shown failed with that reason and
+        left as it is on disk, for a start on a writable folder to resume."""
         for b in self.store.unfinished():
-            log.info("resuming %s (%s)", b["id"], b["status"])
-            self.start(b["id"])
+            if self.store.read_only is None:
+                log.info("resuming %s (%s)", b["id"], b["status"])
+                self.start(b["id"])
+                continue
+            log.warning("%s cannot be resumed: %s", b["id"], self.store.read_only)
+            run = BatchRun(self.store, self.hosts, b["id"], self.defaults)
+            run.failure = {"status": "failed", "failed_at": int(time.time()), "errors": batch_errors({
+                "code": "storage_unavailable", "line": None,
+                "message": f"{self.store.read_only}: this batch cannot go on; it resumes where it was when "
+                           "the server is started with a writable data folder"})}
+            with self._lock:
+                self._runs[b["id"]] = run
 
     def cancel(self, bid: str) -> None:
         with self._lock:

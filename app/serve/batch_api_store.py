@@ -5,15 +5,19 @@ File contents live beside the database as plain files (a batch input can be
 hundreds of MB); the database holds their metadata and every batch's state.
 
 The folder is checked when the store opens, before the server loads a model:
-a damaged database, one that is not this server's, or a folder that cannot be
-written (read-only, full) is one StoreError line, never a traceback and never
-a server that starts and then fails every batch it resumes. Later, a disk
-that fills or fails under a request is a StoreError too: the route answers
-503 and the server goes on. SQLite refusing what this module asked (bad SQL,
-a constraint, a misused connection) is sorted out by its result code
-(app.sqlite_errors, as the history store does) and is a StoreBug instead: a
-500 that says it is LlamaDesk's bug, its traceback in the server's log, never
-a 503 that sends the operator to check a disk that is fine.
+a damaged database or one that is not this server's is one StoreError line,
+never a traceback. A folder that cannot be written (read-only, full) does not
+stop the server, whose chat needs no disk: the store opens read-only
+(`read_only` says why), its files and batches are read as they are, every
+write is a StoreError naming the folder, and the batches it cannot go on with
+are shown failed with that reason, left unfinished on disk for a start on a
+writable folder to resume. Later, a disk that fills or fails under a request
+is a StoreError too: the route answers 503 and the server goes on. SQLite
+refusing what this module asked (bad SQL, a constraint, a misused connection)
+is sorted out by its result code (app.sqlite_errors, as the history store
+does) and is a StoreBug instead: a 500 that says it is LlamaDesk's bug, its
+traceback in the server's log, never a 503 that sends the operator to check a
+disk that is fine.
 """
 
 from __future__ import annotations
@@ -90,15 +94,20 @@ class BatchStore:
         self.folder = Path(folder)
         self.db_path = self.folder / "serve.db"
         self._lock = threading.Lock()
+        self.read_only: str | None = None  # why the folder cannot be written, when it cannot
         try:
             for sub in ("files", "journals"):
                 (self.folder / sub).mkdir(parents=True, exist_ok=True)
                 _probe(self.folder / sub)
         except OSError as e:
-            raise StoreError(f"the server's data folder {self.folder} cannot be written ({reason(e)})") \
-                from None
+            why = f"the server's data folder {self.folder} cannot be written ({reason(e)})"
+            if not self.folder.is_dir():
+                raise StoreError(why) from None
+            self.read_only = why
+            log.warning("%s: its files and batches are read as they are, and nothing new is stored", why)
         try:
-            self.db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None)
+            self.db = self._open_read_only() if self.read_only else sqlite3.connect(
+                self.db_path, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as e:
             raise StoreError(f"{self.db_path}: cannot open the server's database ({reason(e)})") from None
         try:
@@ -107,13 +116,49 @@ class BatchStore:
             self.db.close()
             raise
 
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The database as it is, for reading. A server killed mid-batch left its WAL and the
+        WAL's index beside it, which a read-only connection reads through; one closed cleanly
+        left neither, and a WAL database cannot make its index in a folder that takes no write,
+        so it is opened as immutable, which nothing can contradict while the folder stays so.
+        No database yet: an empty one in memory, holding nothing to read."""
+        def connect(target: str, uri: bool = True) -> sqlite3.Connection:
+            db = sqlite3.connect(target, uri=uri, check_same_thread=False, isolation_level=None)
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # connecting opens nothing yet
+            except BaseException:
+                db.close()
+                raise
+            return db
+
+        if not self.db_path.exists():
+            db = connect(":memory:", uri=False)
+            db.executescript(SCHEMA)
+            return db
+        target = self.db_path.resolve().as_uri()
+        try:
+            return connect(f"{target}?mode=ro")
+        except sqlite3.Error:
+            wal = self.db_path.with_name(self.db_path.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:  # immutable would read past what the WAL holds
+                raise
+        return connect(f"{target}?mode=ro&immutable=1")
+
+    def _writable(self, doing: str) -> None:
+        """StoreError before a write the folder cannot take, saying which folder and why."""
+        if self.read_only is not None:
+            raise StoreError(f"{self.read_only}: could not {doing}; start the server with a writable "
+                             "data folder")
+
     def _check(self) -> None:
-        """A database that is this server's, whole, and writable, or StoreError."""
+        """A database that is this server's, whole, and writable (unless the folder is not), or
+        StoreError."""
         where = f"{self.db_path}: "
         aside = "; move it aside to start with an empty one"
         try:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.executescript(SCHEMA)
+            if self.read_only is None:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.executescript(SCHEMA)
             ok = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
             cols = {t: {r[1] for r in self.db.execute(f"PRAGMA table_info({t})")}
                     for t in ("files", "batches")}
@@ -126,6 +171,8 @@ class BatchStore:
             if missing:
                 raise StoreError(f"{where}its {table} table lacks {', '.join(missing)}: not a LlamaDesk "
                                  f"server database{aside}")
+        if self.read_only is not None:
+            return
         try:  # a real write: a read-only database or folder only says so when written
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('opened_at', ?)", (str(int(time.time())),))
         except sqlite3.Error as e:
@@ -151,6 +198,7 @@ class BatchStore:
     def add_file(self, purpose: str, filename: str, data: bytes | Iterable[bytes]) -> dict:
         """`data` whole, or in pieces (an upload, checked as it is copied: a piece that raises
         leaves no file behind)."""
+        self._writable(f"store {filename!r}")
         fid = f"file-{uuid.uuid4().hex[:24]}"
         path = self.folder / "files" / fid
         pieces = [data] if isinstance(data, bytes) else data
@@ -191,6 +239,7 @@ class BatchStore:
         users = [b["id"] for b in self.unfinished() if b["input_file_id"] == fid]
         if users:
             raise ValueError(f"{fid} is the input of {users[0]}, which has not finished; cancel it first")
+        self._writable(f"delete {fid}")
         try:
             os.unlink(row["path"])  # first: a file that cannot be removed keeps its record
         except FileNotFoundError:
@@ -203,6 +252,7 @@ class BatchStore:
 
     # -- batches --------------------------------------------------------------
     def add_batch(self, input_file_id: str, endpoint: str, window: str, metadata: dict | None) -> dict:
+        self._writable("record the batch")
         bid = f"batch_{uuid.uuid4().hex[:24]}"
         with self._db("record the batch"):
             self.db.execute("INSERT INTO batches (id, input_file_id, endpoint, completion_window, status, "
@@ -217,11 +267,13 @@ class BatchStore:
         """`errors`, if given, is OpenAI's errors list (protocol.batch_errors), kept as JSON text."""
         if fields.get("errors") is not None:
             fields["errors"] = json.dumps(fields["errors"])
+        self._writable(f"update {bid}")
         cols = ", ".join(f"{k}=?" for k in fields)
         with self._db(f"update {bid}"):
             self.db.execute(f"UPDATE batches SET {cols} WHERE id=?", (*fields.values(), bid))
 
     def count(self, bid: str, ok: bool) -> None:
+        self._writable(f"count a result of {bid}")
         col = "completed" if ok else "failed"
         with self._db(f"count a result of {bid}"):
             self.db.execute(f"UPDATE batches SET {col}={col}+1 WHERE id=?", (bid,))

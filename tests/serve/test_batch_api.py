@@ -158,3 +158,24 @@ def test_a_csv_file_answers_no_row_as_a_prompt(serve):
     b, out, err = run_batch(serve.base, csv, "questions.csv")
     assert b["status"] == "completed" and out == [] and b["output_file_id"] is None
     assert len(err) == 3 and all("malformed JSON" in e["error"]["message"] for e in err)
+
+
+def test_a_line_for_another_endpoint_fails_the_batch_in_validation_as_openai_does(client):
+    # OpenAI: status "failed", each such line in errors (code invalid_url, param url, its line);
+    # nothing runs, so no line is ever answered as a request to an endpoint it did not name.
+    chat = _jsonl(2).decode().splitlines()
+    emb = json.dumps({"custom_id": "e1", "method": "POST", "url": "/v1/embeddings",
+                      "body": {"model": MODEL_ID, "input": "A river."}})
+    for endpoint, lines, wrong in (("/v1/embeddings", chat, [1, 2]),
+                                   ("/v1/chat/completions", [chat[0], emb], [2])):
+        f = client.files.create(file=("in.jsonl", io.BytesIO(("\n".join(lines) + "\n").encode())),
+                                purpose="batch")
+        b = client.batches.create(input_file_id=f.id, endpoint=endpoint, completion_window="24h")
+        done, _ = _wait(client, b.id)
+        assert done.status == "failed" and done.failed_at and done.in_progress_at is None
+        assert done.output_file_id is None and done.error_file_id is None
+        assert (done.request_counts.total, done.request_counts.completed) == (0, 0)
+        errs = done.errors.data
+        assert [(e.code, e.param, e.line) for e in errs] == [("invalid_url", "url", n) for n in wrong]
+        for e in errs:
+            assert f"is not this batch's endpoint {endpoint}" in e.message and "\n" not in e.message

@@ -1,13 +1,17 @@
 """Bad luck with the disk and the port, for real: a data folder that stops taking writes under a
 running batch (RLIMIT_FSIZE set on the live server, so every file it writes past that size fails
 as on a full disk, and raised again as space coming back), a read-only data folder after a
-`kill -9` (a read-only bind mount in a mount namespace of the server's own), a damaged or foreign
-database, a data folder that cannot be made, a port in use. Each ends in one line, or in a failed
-batch that says why while the server goes on serving. And the one failure that is not bad luck: the
-store's own SQL refused (a bug of ours) is a 500 saying so, not a 503 blaming the disk."""
+`kill -9` (a read-only bind mount in a mount namespace of the server's own: the server starts,
+chat works, the batch says why it cannot go on, and resumes once the folder is writable), a
+damaged or foreign database, a data folder that cannot be made, a port in use. Each ends in one
+line, or in a failed batch that says why while the server goes on serving. And the one failure
+that is not bad luck: the store's own SQL refused (a bug of ours) is a 500 saying so, not a 503
+blaming the disk."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import resource
 import signal
@@ -17,15 +21,17 @@ import subprocess
 import time
 
 import httpx
+import openai
 import pytest
 
 from app.serve.batch_api_store import SCHEMA
-from tests.remote.servers import free_port
-from tests.serve.conftest import MODEL_ID
+from tests.remote.servers import Process, free_port
+from tests.serve.conftest import MODEL_ID, openai_client
 from tests.serve.harness import (
     create_batch,
     error,
     log_text,
+    records,
     request_line,
     run_batch,
     serve_args,
@@ -105,10 +111,33 @@ def _unshare_works() -> bool:
         return False
 
 
-def test_a_resume_on_a_read_only_data_folder_after_kill_9_is_one_line(model_path, tmp_path):
+@contextlib.contextmanager
+def _read_only(data, args: list[str]):
+    """The command that runs `args` on `data` made read-only, and what its writes fail with: a
+    read-only bind mount seen by the server alone (root ignores file modes), else the folder's
+    write bits taken away (restored after)."""
+    if _unshare_works():
+        ro = f'mount --bind "{data}" "{data}" && mount -o remount,bind,ro "{data}" && exec "$@"'
+        yield (["unshare", "-m", "--propagation", "private", "sh", "-c", ro, "sh", *args],
+               "Read-only file system")
+        return
+    if os.geteuid() == 0:
+        pytest.skip("root, with no mount namespace to make a folder read-only in")
+    modes = {p: p.stat().st_mode for p in [data, *data.rglob("*")]}
+    for p, mode in modes.items():
+        p.chmod(mode & ~0o222)
+    try:
+        yield args, "Permission denied"
+    finally:
+        for p, mode in modes.items():
+            p.chmod(mode)
+
+
+def test_a_batch_on_a_read_only_data_folder_after_kill_9_says_why_and_chat_goes_on(model_path, tmp_path):
     srv = start(model_path, tmp_path, "--parallel", "1")
     try:
-        f = upload(srv.base, "\n".join(request_line(f"r{i}", max_tokens=64) for i in range(20)).encode())
+        lines = [request_line(f"r{i}", content=f"Name thing number {i}.", max_tokens=32) for i in range(4)]
+        f = upload(srv.base, "\n".join(lines).encode())
         b = create_batch(srv.base, f["id"])
         while _counts(srv.base, b["id"])["completed"] < 1:  # killed mid-batch, as it runs
             time.sleep(0.05)
@@ -116,22 +145,37 @@ def test_a_resume_on_a_read_only_data_folder_after_kill_9_is_one_line(model_path
         srv.proc.wait(10)
     finally:
         srv.stop()
-    data, args = tmp_path / "xdg_data_home", serve_args(model_path, free_port())
-    if _unshare_works():  # a read-only bind mount, seen by the server alone
-        ro = f'mount --bind "{data}" "{data}" && mount -o remount,bind,ro "{data}" && exec "$@"'
-        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", ro, "sh", *args]
-        says = "Read-only file system"
-        limit = None
-    else:  # no mount namespace here: a size limit of 0 takes no byte either
-        cmd, says = args, "File too large"
-
-        def limit():
-            resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=serve_env(tmp_path),
-                       preexec_fn=limit)
-    _one_line(r, "cannot be written", says)
-    assert time.monotonic() - t0 < 20  # it did not start serving with batches it cannot resume
+    port = free_port()
+    with _read_only(tmp_path / "xdg_data_home", serve_args(model_path, port)) as (cmd, says):
+        ro = Process(cmd, port, "/health", serve_env(tmp_path))
+        try:
+            with openai_client(ro) as client:
+                chat = client.chat.completions.create(**CHAT)
+                assert chat.choices[0].message.content is not None
+                got = client.batches.retrieve(b["id"])
+                assert got.status == "failed" and got.failed_at and len(got.errors.data) == 1
+                err = got.errors.data[0]
+                assert err.code == "storage_unavailable" and "\n" not in err.message
+                for part in (_serve_dir(tmp_path), "cannot be written", says, "resumes"):
+                    assert part in err.message, err.message
+                assert got.request_counts.completed >= 1  # what it had done is still there
+                assert b["id"] in [x.id for x in client.batches.list()]
+                assert client.files.content(f["id"]).text.startswith(lines[0])
+                with pytest.raises(openai.InternalServerError) as refused:  # 503, naming the folder
+                    client.files.create(file=("more.jsonl", io.BytesIO(lines[0].encode())), purpose="batch")
+                assert refused.value.status_code == 503 and says in str(refused.value)
+        finally:
+            ro.stop()
+        assert "Traceback" not in ro.tail()
+    # Writable again: the batch resumes where it was and ends with every line answered once.
+    srv = start(model_path, tmp_path, "--parallel", "4", port=port)
+    try:
+        done = wait_batch(srv.base, b["id"])
+        assert done["status"] == "completed" and done["request_counts"]["completed"] == 4, done
+        assert sorted(o["custom_id"] for o in records(srv.base, done["output_file_id"])) == \
+            [f"r{i}" for i in range(4)]
+    finally:
+        srv.stop()
 
 
 @pytest.mark.parametrize("damage, says", [
