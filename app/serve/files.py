@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import unicodedata
 from collections.abc import Iterator
 from typing import Annotated, BinaryIO
 
@@ -32,6 +33,7 @@ from app.serve.protocol import file_list, file_object
 MAX_FILE = 200 * 1024 * 1024
 PIECE = 1024 * 1024
 FORM_FIELDS = ("purpose", "file")
+MAX_NAME = 1024  # bytes of a file's name, far past any file system's 255
 router = APIRouter()
 
 
@@ -80,7 +82,21 @@ def _upload(form: FormData) -> UploadFile:
         raise bad("purpose", "purpose must be 'batch' (the only files this server keeps)")
     if up is None or isinstance(up, str):
         raise bad("file", "a file upload is required (multipart field 'file')")
+    _named(up.filename)
     return up
+
+
+def _named(name: str | None) -> None:
+    """A filename is kept and listed as given; one with a control character in it (a raw client's
+    line break, which browsers and httpx send escaped as %0A) would break every line it is shown
+    on, so it is refused, saying which character, instead of stored cut or mangled."""
+    bad_char = next((c for c in name or "" if unicodedata.category(c) == "Cc"), None)
+    if bad_char is not None:
+        raise bad("file", f"the file's name {name!r} holds a control character (U+{ord(bad_char):04X}); "
+                          "name the file without it")
+    if name is not None and len(name.encode("utf-8", "surrogatepass")) > MAX_NAME:
+        raise bad("file", f"the file's name is {len(name.encode('utf-8', 'surrogatepass'))} bytes; "
+                          f"at most {MAX_NAME} are kept")
 
 
 async def _found(store: BatchStore, fid: str) -> dict:

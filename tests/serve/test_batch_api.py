@@ -179,3 +179,18 @@ def test_a_line_for_another_endpoint_fails_the_batch_in_validation_as_openai_doe
         assert [(e.code, e.param, e.line) for e in errs] == [("invalid_url", "url", n) for n in wrong]
         for e in errs:
             assert f"is not this batch's endpoint {endpoint}" in e.message and "\n" not in e.message
+
+
+def test_an_uploads_filename_is_kept_whole_or_refused_naming_its_control_character(serve, client):
+    """httpx (the openai client's transport) escapes a line break in a filename as %0D%0A, and
+    that name is kept exactly; a raw client's bare line feed is refused, not stored cut."""
+    f = client.files.create(file=("a\r\nb.jsonl", io.BytesIO(_jsonl(1))), purpose="batch")
+    assert client.files.retrieve(f.id).filename == "a%0D%0Ab.jsonl"
+    body = (b'--XX\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+            b'--XX\r\nContent-Disposition: form-data; name="file"; filename="a\nb.jsonl"\r\n'
+            b"Content-Type: application/jsonl\r\n\r\n" + _jsonl(1) + b"\r\n--XX--\r\n")
+    r = httpx.post(serve.base + "/v1/files", content=body, timeout=10,
+                   headers={"Content-Type": "multipart/form-data; boundary=XX"})
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["param"] == "file" and "U+000A" in err["message"]
+    assert all("\n" not in x.filename for x in client.files.list())
