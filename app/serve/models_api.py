@@ -315,6 +315,18 @@ class PoolHosts:
         self.pool.release(model)
 
 
+def _stalled(pool: ModelPool) -> str | None:
+    """The first loaded model whose engine is not serving, named, for /health: one wedged model
+    is a server that cannot answer some of its requests."""
+    for e in list(pool.entries.values()):
+        served = e.served
+        if e.status == "loaded" and isinstance(served, ServedModel):
+            why = served.host.stalled()
+            if why is not None:
+                return f"{e.spec.id}: {why}"
+    return None
+
+
 def create_models_app(pool: ModelPool, settings: ServeSettings, api_key: str | None = None, *,
                       store: BatchStore | None = None, bind: str = "127.0.0.1",
                       allow_hosts: Iterable[str] = (), allow_origins: Iterable[str] = (),
@@ -325,7 +337,7 @@ def create_models_app(pool: ModelPool, settings: ServeSettings, api_key: str | N
     front = ModelsFront(pool, settings.slot_ctx, load_wait_s, autoload)
     app = FastAPI(title="LlamaDesk", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.models, app.state.metrics = front, metrics
-    front_door(app, api_key, bind, allow_hosts, allow_origins)
+    front_door(app, api_key, bind, allow_hosts, allow_origins, lambda: _stalled(pool))
 
     @app.get("/metrics")
     async def prometheus():
