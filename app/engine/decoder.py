@@ -26,6 +26,7 @@ from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.draft import DraftDrafter, DraftModel, draft_for
 from app.engine.errors import ContextOverflowError, GenerationError
 from app.engine.events import Finished, PrefillStarted, Progress
+from app.engine.grammar import GrammarError
 from app.engine.loader import LoadedModel
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings, Sampler
@@ -289,7 +290,7 @@ class Decoder:
                 if nxt is None:
                     break
                 tok = nxt
-        except GenerationError as e:
+        except (GenerationError, GrammarError) as e:  # a constraint breaking down mid-reply ends it
             turn.stop_reason, turn.error = "error", str(e)
         finally:
             if sampler.grammar is not None:

@@ -113,3 +113,15 @@ def test_a_json_number_ends_at_the_digit_cap_but_holds_every_64_bit_integer(engi
     row = np.zeros(llm.n_vocab(), dtype=np.float32)
     g.mask_row(row)
     assert row[zero] == -np.inf and np.isfinite(row).any(), "the number may end, not grow"
+
+
+def test_a_constraint_breaking_down_mid_reply_ends_that_reply_with_the_error(engine):
+    """In the window's and ask's decoder as in the server's: the reply so far is kept, the error
+    says how far it got, and the next reply runs."""
+    from tests.serve.test_hostile_constraints import LATE
+
+    r = engine.reply([], "Write the value.", _settings(Constraint.json_schema(LATE)))
+    assert r.stats.stop_reason == "error" and r.stats.error.startswith("the constraint failed after")
+    assert r.text.startswith('{"name": "')
+    nxt = engine.reply([], "Describe an engineer called Ada.", _settings(Constraint.json_schema(PERSON)))
+    jsonschema.validate(json.loads(nxt.text), PERSON)
