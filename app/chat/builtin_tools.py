@@ -4,10 +4,14 @@ Two, because they answer what a small model gets wrong by itself (arithmetic,
 today's date) and neither can harm anything: the calculator reads the
 expression with `ast` and evaluates only numbers, the four operations, powers
 and a few math functions (no names, attributes or calls beyond those, never
-eval), with bounds on the sizes a power or a factorial may reach, so
-"9**9**9" is refused instead of freezing the machine. What a tool cannot do is
-its result ("error: ..."), which the model reads and can answer from, as
-OpenAI's tools report failures; a run never raises.
+eval). Every number stays within ±1e300: a literal past it is refused as
+written, and a product or a power is refused from its operands' sizes before
+it is computed, because Python's exact integers would otherwise spend seconds
+(or the machine's memory) on "9**9**9" only to refuse the result afterwards;
+an infinite or NaN result is refused too, never given to the model as a
+number. What a tool cannot do is its result ("error: ..."), which the model
+reads and can answer from, as OpenAI's tools report failures; a run never
+raises.
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ from app.engine.message import ToolCall
 CALCULATOR, CLOCK = "calculator", "current_time"
 MAX_EXPRESSION = 500  # characters
 MAX_POWER = 10_000  # the largest exponent of an integer power
-MAX_MAGNITUDE = 1e300  # past this a result is said to be too large
+MAX_MAGNITUDE = 1e300  # past this a number is refused, typed or computed
+_RANGE = "1e300"  # MAX_MAGNITUDE as the refusals say it
+_MAX_LOG10 = math.log10(MAX_MAGNITUDE)
+MAX_ROUND_DIGITS = 400  # round()'s digits past this change nothing within MAX_MAGNITUDE
 
 DEFINITIONS: dict[str, dict] = {
     CALCULATOR: {"type": "function", "function": {
@@ -68,46 +75,91 @@ def calculate(expression: str) -> int | float:
         raise _Refused(f"the expression is longer than {MAX_EXPRESSION} characters")
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):
         raise _Refused(f"{expression!r} is not an arithmetic expression") from None
     try:
-        return _value(tree.body)
+        return _Evaluator(text).value(tree.body)
     except ZeroDivisionError:
         raise _Refused("division by zero") from None
     except OverflowError:
-        raise _Refused("the result is too large") from None
+        raise _Refused(f"the result is too large (the calculator stops at {_RANGE})") from None
+    except RecursionError:
+        raise _Refused("the expression is nested too deeply") from None
     except (TypeError, ValueError) as e:
         if isinstance(e, _Refused):
             raise
         raise _Refused(f"cannot evaluate it ({e})") from None
 
 
-def _value(node: ast.AST) -> int | float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
-            and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
-        return _CONSTANTS[node.id]
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_value(node.operand))
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _value(node.left), _value(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_POWER:
-            raise _Refused(f"an exponent above {MAX_POWER} is not evaluated")
-        return _bounded(_BINARY[type(node.op)](left, right))
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
-            and not node.keywords and 1 <= len(node.args) <= 2):
-        return _bounded(_FUNCTIONS[node.func.id](*(_value(a) for a in node.args)))
-    what = ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__
-    raise _Refused(f"{what!r} is not a number, an operation or one of the functions "
-                   f"({', '.join(_FUNCTIONS)})")
+class _Evaluator:
+    """Walks the parsed expression; `text` is kept to quote a refused literal as it was typed
+    (a float literal past the range has already become inf when parsed)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def value(self, node: ast.AST) -> int | float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
+                and not isinstance(node.value, bool):
+            return self._literal(node, node.value)
+        if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+            return _CONSTANTS[node.id]
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](self.value(node.operand))
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            left, right = self.value(node.left), self.value(node.right)
+            if isinstance(node.op, ast.Pow):
+                _check_power(left, right)
+            elif isinstance(node.op, ast.Mult):
+                _check_size(_log10(left) + _log10(right))
+            return _bounded(_BINARY[type(node.op)](left, right))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
+                and not node.keywords and 1 <= len(node.args) <= 2):
+            args = [self.value(a) for a in node.args]
+            if node.func.id == "round" and len(args) == 2 and isinstance(args[1], int):
+                # round(5, -10**100) would build 10**(10**100) first; past the range it changes nothing
+                args[1] = max(-MAX_ROUND_DIGITS, min(MAX_ROUND_DIGITS, args[1]))
+            return _bounded(_FUNCTIONS[node.func.id](*args))
+        what = ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__
+        raise _Refused(f"{what!r} is not a number, an operation or one of the functions "
+                       f"({', '.join(_FUNCTIONS)})")
+
+    def _literal(self, node: ast.Constant, v: int | float) -> int | float:
+        if abs(v) <= MAX_MAGNITUDE:  # False for inf and NaN; exact for an int of any length
+            return v
+        typed = (ast.get_source_segment(self.text, node) or repr(v)).replace("_", "")
+        if len(typed) > 24:
+            typed = f"{typed[:12]}… ({len(typed)} {'digits' if typed.isdigit() else 'characters'})"
+        raise _Refused(f"the number {typed} is beyond the calculator's range (±{_RANGE})")
+
+
+def _log10(v: int | float) -> float:
+    """log10 of |v|, without computing anything as large as v's powers (-inf for 0)."""
+    return math.log10(abs(v)) if v else -math.inf
+
+
+def _check_size(log10: float) -> None:
+    """Refuses a result whose estimated size is past the range; the slack of 1 lets a result
+    at the edge be computed and held to the exact bound afterwards."""
+    if log10 > _MAX_LOG10 + 1:
+        raise _Refused(f"the result is too large (about 10^{int(log10)}; the calculator stops at "
+                       f"{_RANGE})")
+
+
+def _check_power(base: int | float, exponent: int | float) -> None:
+    if abs(exponent) > MAX_POWER:
+        raise _Refused(f"an exponent above {MAX_POWER} is not evaluated")
+    if base:
+        _check_size(exponent * _log10(base))
 
 
 def _bounded(v):
     if isinstance(v, complex):
         raise _Refused("the result is not a real number")
-    if abs(v) > MAX_MAGNITUDE:
-        raise _Refused("the result is too large")
+    if isinstance(v, float) and math.isnan(v):
+        raise _Refused("the result is not a number (NaN)")
+    if abs(v) > MAX_MAGNITUDE:  # inf included
+        raise _Refused(f"the result is too large (the calculator stops at {_RANGE})")
     return v
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -39,10 +40,41 @@ def test_the_calculator_evaluates_arithmetic(expr, value):
     ("2 +", "not an arithmetic expression"),
     ("1" * 600, "longer than"),
     ("True + 1", "is not a number"),
+    ("1e400", "the number 1e400 is beyond the calculator's range (±1e300)"),  # parsed as inf
+    ("1e400-1e400", "the number 1e400 is beyond"),  # inf - inf: was nan
+    ("-1e400 + 5", "the number 1e400 is beyond"),
+    ("9" * 450, "the number 999999999999… (450 digits) is beyond"),  # an exact int past 1e300
+    ("1e300 / 1e-10", "too large"),  # a float that overflows to inf is refused, not shown as inf
+    ("1e300 * 10", "too large"),
+    ("exp(1000)", "too large"),
 ])
 def test_the_calculator_refuses_what_is_not_bounded_arithmetic(expr, why):
     out = calc(expr)
     assert out.startswith("error: ") and why in out, out
+    assert "\n" not in out and "inf" not in out.lower().replace("infinite", "") and "nan" not in out.lower()
+
+
+@pytest.mark.parametrize("expr, why", [
+    ("(" + "9" * 490 + ")**10000", "the number 999999999999… (490 digits) is beyond"),
+    ("(10**299)**10000", "too large (about 10^2990000"),  # within range, but the power is not
+    ("(2**996)**9999", "too large (about 10^2997"),
+    ("(10**299) ** 2 ** 13", "too large"),
+    ("10**299 * 10**299", "too large (about 10^598"),
+    ("0.5 ** -10000", "too large"),
+])
+def test_a_huge_power_or_product_is_refused_before_it_is_computed(expr, why):
+    t0 = time.perf_counter()
+    out = calc(expr)
+    took = time.perf_counter() - t0
+    assert out.startswith("error: ") and why in out, out
+    assert took < 1, f"{took:.1f} s: the refusal computed the number first (the 490 nines took 5.6 s)"
+
+
+def test_results_at_the_edge_of_the_range_are_still_computed():
+    assert calculate("10**299 * 10") == 10**300 and calculate("(10**30)**10") == 10**300
+    assert calculate("2**-10000") == 0.0 and calculate("1e300") == 1e300
+    assert calc("round(5, -10**100)") == "0" and calc("round(2.5, 10**100)") == "2.5"  # no 10**(10**100)
+    assert calc("1_000 * 2") == "2000"
 
 
 def test_results_are_text_for_the_model_and_a_run_never_raises():
