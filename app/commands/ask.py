@@ -3,10 +3,13 @@
 The exchange is recorded in the same history as the window's (unless
 --no-save), through the same `record_turn`, so `--continue ID` sends the
 model exactly the prompt the window would and a crash mid-reply leaves the
-partial reply behind, marked interrupted. A continued conversation keeps the
-reply format the window chose for it (its replies stay JSON to its schema)
-unless --schema, --json-object or --grammar ask for another; likewise its
-tools, unless --tools or --builtin-tools give others. With tools the reply may
+partial reply behind, marked interrupted; Ctrl+C stops the reply, keeps it
+marked stopped, and exits 130 as a shell reports an interrupted command (a
+script must not take a stopped reply for a whole one). A continued
+conversation keeps the reply format the window chose for it (its replies stay
+JSON to its schema) unless --schema, --json-object or --grammar ask for
+another; likewise its tools, unless --tools or --builtin-tools give others.
+With tools the reply may
 be tool calls, printed as what they are (the tool, its arguments); built-in
 tools run here and the model is asked again with their results
 (app.chat.tool_loop), and a declared tool's result is given back with
@@ -90,14 +93,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def generate_interruptibly(work):
-    """Run work(cancel) on a thread so Ctrl+C cancels it and keeps the partial reply.
+def generate_interruptibly(work, cancel: CancelToken | None = None):
+    """Run work(cancel) on a thread so Ctrl+C cancels it and keeps the partial reply; `cancel`
+    given, the caller sees afterwards whether Ctrl+C was pressed (and may share it between
+    replies, so one Ctrl+C ends a whole turn of tool rounds).
 
     We wait on an Event the worker sets last, not on Thread.join: before
     CPython 3.13 a join interrupted by Ctrl+C can report a still-running
     thread as finished, and the model would then be freed under a decode.
     """
-    cancel = CancelToken()
+    cancel = cancel if cancel is not None else CancelToken()
     box: dict = {}
     finished = threading.Event()
 
@@ -281,9 +286,11 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
             print(reply.stats.summary(), file=sys.stderr)
             if conv_id is not None:
                 note(f"saved as conversation {conv_id} (continue it with --continue {conv_id})")
-            for c in left:
+            for c in left if not done.stopped else ():
                 note(f"the model called {c.name}, a tool you declared: give its result with "
                      f"--continue {conv_id if conv_id is not None else 'ID'} --tool-result TEXT")
+        if done.stopped:
+            return 130  # Ctrl+C, as a shell reports it; the reply so far is kept, marked stopped
         if reply.stats.error is not None:
             # The text so far was shown and is kept (interrupted); the failure is one line.
             if endpoint is not None:
@@ -300,12 +307,17 @@ class _Answered:
     results: list[Result]  # the results the model was given
     waiting: list[ToolCall]  # calls of declared tools, left for the user to answer
     conversation: int | None  # where it was saved (None: not saved)
+    stopped: bool = False  # Ctrl+C ended the turn
 
 
 def _answer(args, engine, store: Store | None, history: list[MessageBody], system, settings,
             tools: ToolSet, on_event, waiting: ToolCall | None) -> _Answered:
-    """The turn, recorded as the window records one (or, with --no-save, kept in memory)."""
+    """The turn, recorded as the window records one (or, with --no-save, kept in memory). Ctrl+C
+    stops the reply under way and ends the turn there: no tool of a stopped reply is run or
+    recorded, and the model is not asked again."""
     results: list[Result] = []
+    stop = CancelToken()
+    asked: list[Reply] = []
     first_round = 1 if waiting is not None else 0  # after a result the model may answer in text
     convo = list(history)
     recorder = TurnRecorder(store) if not args.no_save else None
@@ -314,18 +326,27 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
     def ask(user_text: str | None, calls) -> Reply:
         if recorder is None:
             r = generate_interruptibly(lambda cancel: engine.reply(convo, user_text, settings, system,
-                                                                   on_event, cancel, calls))
+                                                                   on_event, cancel, calls), stop)
             convo.extend([MessageBody("user", user_text)] if user_text is not None else [])
             convo.append(MessageBody("assistant", r.text, r.tool_calls))
+            asked.append(r)
             return r
         turn = generate_interruptibly(
             lambda cancel: record_turn(recorder, engine, saved[0], user_text, settings, args.system,
-                                       on_event, cancel, tools=calls, tool_set=tools.to_json()))
+                                       on_event, cancel, tools=calls, tool_set=tools.to_json()), stop)
         if turn.state:
             saved[0] = turn.conversation_id
+        asked.append(turn.reply)
         return turn.reply
 
+    def again(calls) -> Reply:
+        if stop.is_set():
+            raise _Stopped
+        return ask(None, calls)
+
     def result(call: ToolCall, text: str) -> None:
+        if stop.is_set():
+            raise _Stopped
         results.append((call, text))
         if recorder is None:
             convo.append(MessageBody("tool", text, tool_call_id=call.id, tool_name=call.name))
@@ -335,8 +356,15 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
     if waiting is not None:
         result(waiting, args.tool_result)
     first = ask(args.prompt if waiting is None else None, tools.calls(first_round))
-    replies, left = follow(first, tools, lambda _done, calls: ask(None, calls), on_result=result)
-    return _Answered(replies, results, left, saved[0] if recorder is not None else None)
+    try:
+        replies, left = follow(first, tools, lambda _done, calls: again(calls), on_result=result)
+    except _Stopped:
+        replies, left = asked, []
+    return _Answered(replies, results, left, saved[0] if recorder is not None else None, stop.is_set())
+
+
+class _Stopped(Exception):
+    """Ctrl+C between the rounds of a turn with tools."""
 
 
 def _calls_json(replies: list[Reply], results: list[Result]) -> list[dict]:

@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from app.commands.ask import generate_interruptibly
     from app.compare.report import EXPORTERS, to_json, to_table
     from app.compare.run import run_comparison
+    from app.compare.targets import OPTION_WORDS
 
     if not 1 <= args.repeat <= 100:
         raise ValueError(f"--repeat must be between 1 and 100, got {args.repeat}")
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.flush()
 
     cmp = generate_interruptibly(lambda cancel: run_comparison(targets, prompts, settings, args.repeat,
-                                                              args.warmup, progress, cancel))
+                                                              args.warmup, progress, cancel, OPTION_WORDS))
     if sys.stderr.isatty():
         sys.stderr.write("\r\x1b[2K")
     from app.compare import saved

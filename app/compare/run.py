@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from app.chat.engines import open_engine
@@ -23,6 +23,7 @@ from app.engine.control import CancelToken
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.errors import LlamaDeskError
+from app.remote.errors import explain
 
 METRICS = ("ttft_s", "prefill_tok_s", "decode_tok_s", "total_s", "decode_tokens", "peak_rss_bytes")
 LOWER_IS_BETTER = {"ttft_s", "total_s", "peak_rss_bytes"}
@@ -103,7 +104,9 @@ class _PeakRss:
 
 def run_comparison(targets: list[Target], prompts: list[str], settings: GenerationSettings, repeat: int = 3,
                    warmup: bool = True, on_progress: Callable[[str, int, int], None] | None = None,
-                   cancel: CancelToken | None = None) -> Comparison:
+                   cancel: CancelToken | None = None, options: Mapping[str, str] | None = None) -> Comparison:
+    """`options`: how the front end names an endpoint's options (app.remote.errors.explain), so a
+    row that failed for want of a key or a model says what to type there."""
     cmp = Comparison([Row(t) for t in targets], prompts, repeat, settings)
     total = len(targets) * len(prompts) * repeat
     done = 0
@@ -116,7 +119,7 @@ def run_comparison(targets: list[Target], prompts: list[str], settings: Generati
             s = row.target.settings(settings)
             eng = open_engine(row.target.engine_target())
         except (LlamaDeskError, ValueError, OSError) as e:
-            row.error = str(e)
+            row.error = explain(e, options)
             if rss:
                 rss.stop()
             done += len(prompts) * repeat
@@ -146,7 +149,7 @@ def run_comparison(targets: list[Target], prompts: list[str], settings: Generati
             row.error = "cancelled"
             cmp.cancelled = True
         except (LlamaDeskError, ValueError) as e:
-            row.error = str(e)
+            row.error = explain(e, options)
         finally:
             eng.close()
             if rss:

@@ -27,6 +27,10 @@ SAMPLING_KEYS = {"temperature": float, "top_p": float, "top_k": int, "min_p": fl
 LOAD_RANGES = {"threads": (1, MAX_THREADS), "ctx": (256, MAX_N_CTX), "gpu_layers": (-1, 10_000),
                "batch": (1, MAX_BATCH), "ubatch": (1, MAX_BATCH)}
 MIN_TARGETS, MAX_TARGETS = 2, 6
+# How `llamadesk compare` names the options a failing endpoint asks for (app.remote.errors.explain):
+# its own, which follow the --endpoint they apply to, not ask's of the same names.
+OPTION_WORDS = {"api_key": "--api-key-env VAR after its --endpoint",
+                "model": "--remote-model NAME after its --endpoint"}
 
 
 @dataclass
@@ -78,7 +82,8 @@ class Target:
                     "prompt_format": self.prompt_format, **self.sampling}
         lo = self.load
         return {"model": self.where, "threads": lo.threads(), "ctx": lo.n_ctx, "gpu_layers": lo.n_gpu_layers,
-                "flash_attn": lo.flash_attn, "kv": lo.kv_type, "batch": lo.n_batch, **self.sampling}
+                "flash_attn": lo.flash_attn, "kv": lo.kv_type, "batch": lo.n_batch,
+                "ubatch": min(lo.n_ubatch, lo.n_batch), **self.sampling}
 
 
 def _bool(key: str, v: str) -> bool:
@@ -149,6 +154,15 @@ def apply_endpoint_option(t: Target, flag: str, value) -> None:
 
 
 def check_targets(targets: list[Target]) -> None:
+    """The targets as a whole, before anything runs: a setting only its neighbours make wrong is
+    refused here, in one line, rather than measured as something else or failed in its row."""
     if not MIN_TARGETS <= len(targets) <= MAX_TARGETS:
         raise ValueError(f"compare takes {MIN_TARGETS} to {MAX_TARGETS} targets (--model, --endpoint), "
                          f"got {len(targets)}")
+    for t in targets:
+        lo = t.load
+        if t.kind == "model" and any(s.startswith("ubatch=") for s in t.settings_text) \
+                and lo.n_ubatch > lo.n_batch:
+            # llama.cpp cuts each batch into ubatches: a larger one would silently run at the batch's size
+            raise ValueError(f"--set ubatch={lo.n_ubatch} is more than the batch of {lo.n_batch} tokens of "
+                             f"{t.label}: give --set batch={lo.n_ubatch} too, or a smaller ubatch")

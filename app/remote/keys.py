@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from app.remote.errors import EndpointConfigError
+from app.remote.errors import EndpointConfigError, Fix
 
 SERVICE = "llamadesk"
 
@@ -32,10 +32,10 @@ def _keyring():
         import keyring
         from keyring.backends import fail
     except ImportError:  # pragma: no cover - a dependency; kept for a broken install
-        raise EndpointConfigError("the keyring package is not installed: pass the key with --api-key-env") \
-            from None
+        raise EndpointConfigError("the keyring package is not installed",
+                                  Fix("pass the key with", "api_key")) from None
     if isinstance(keyring.get_keyring(), fail.Keyring):
-        raise EndpointConfigError("no system keyring is available here: pass the key with --api-key-env")
+        raise EndpointConfigError("no system keyring is available here", Fix("pass the key with", "api_key"))
     return keyring
 
 

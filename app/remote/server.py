@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from app.remote.endpoint import Endpoint
-from app.remote.errors import EndpointConfigError
+from app.remote.errors import EndpointConfigError, Fix
 from app.remote.transport import get_json, try_json
 
 LLAMA_SERVER, VLLM, OLLAMA, OPENAI = "llama-server", "vLLM", "Ollama", "OpenAI-compatible"
@@ -46,8 +46,9 @@ class ServerInfo:
             if not self.models:
                 raise EndpointConfigError("the server lists no models")
             names = ", ".join(m.id for m in self.models[:8])
-            raise EndpointConfigError(f"the server has {len(self.models)} models; pick one with "
-                                      f"--remote-model ({names}{', …' if len(self.models) > 8 else ''})")
+            raise EndpointConfigError(f"the server has {len(self.models)} models "
+                                      f"({names}{', …' if len(self.models) > 8 else ''})",
+                                      Fix("pick one with", "model"))
         for m in self.models:
             if m.id == name:
                 return m

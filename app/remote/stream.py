@@ -11,7 +11,9 @@ failure in `stats.error`, exactly as a local decode error does.
 from __future__ import annotations
 
 import json
+import math
 import re
+import socket
 import threading
 import time
 
@@ -156,22 +158,46 @@ class _Text:
 
 
 class _Stopper:
-    """Closes the response when the user cancels, so a Stop takes effect at once
-    even while the server sends nothing (and the server stops that slot)."""
+    """Ends the response when the user cancels, so a Stop takes effect at once even while the
+    server sends nothing (and the server stops that slot).
 
-    def __init__(self, resp: httpx.Response, cancel) -> None:
+    Closing the response from this thread is not enough: the reading thread stays blocked in
+    the socket's recv until the server's next byte (a slow drip's next token, or a long
+    prefill), so the socket is shut down, which ends that recv at once; the reading thread
+    then sees the stream end and closes the response itself."""
+
+    def __init__(self, resp: httpx.Response | None, cancel) -> None:
         self.done = threading.Event()
         self.fired = False
         self._resp, self._cancel = resp, cancel
-        if cancel is not None:
+        if cancel is not None and resp is not None:
             threading.Thread(target=self._watch, name="llamadesk-remote-stop", daemon=True).start()
 
     def _watch(self) -> None:
-        while not self.done.wait(0.05):
+        resp = self._resp
+        while resp is not None and not self.done.wait(0.05):
             if self._cancel.is_set():
                 self.fired = True
-                self._resp.close()
+                if not _shut_down(resp):
+                    resp.close()
                 return
+
+
+def _shut_down(resp: httpx.Response) -> bool:
+    """Shut the response's socket down in both directions; False when it cannot be reached."""
+    stream = resp.extensions.get("network_stream")
+    try:
+        sock = stream.get_extra_info("socket") if stream is not None else None
+    except Exception:  # noqa: BLE001 - a transport without sockets: the close above is the fallback
+        sock = None
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        # socket.socket's own shutdown: an SSLSocket's would drop its TLS state under the reader
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:  # already closed by the server or the reader: nothing left to wake
+        pass
+    return True
 
 
 def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, body: dict,
@@ -188,10 +214,10 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
     usage = timings = None
     finish = None
     error = None
-    with open_stream(http, ep, path, body, notice) as resp:
+    with open_stream(http, ep, path, body, notice, cancel) as resp:  # None: stopped before it began
         stopper = _Stopper(resp, cancel)
         try:
-            for sse in EventSource(resp).iter_sse():
+            for sse in EventSource(resp).iter_sse() if resp is not None else ():
                 if cancel is not None and cancel.is_set():
                     break
                 if sse.data.strip() == "[DONE]":
@@ -257,11 +283,10 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
            usage: dict | None, timings: dict | None, stop_reason: str,
            notice: Notice | None = None) -> ReplyStats:
     end = time.perf_counter()
-    usage = usage if isinstance(usage, dict) else {}
-    tm = timings if isinstance(timings, dict) else {}
-    details = usage.get("prompt_tokens_details")
-    details = details if isinstance(details, dict) else {}
     figures = _Figures(notice)
+    usage = figures.table("usage", usage)
+    tm = figures.table("timings", timings)
+    details = figures.table("prompt_tokens_details", usage.get("prompt_tokens_details"))
     prompt = figures.count("prompt_tokens", usage.get("prompt_tokens"))
     completion = figures.count("completion_tokens", usage.get("completion_tokens"))
     cached = figures.count("cached_tokens", details.get("cached_tokens"))
@@ -286,15 +311,18 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
         figures.drop("draft_n_accepted", accepted, f"more than the {drafted} guesses")
         accepted = None
     speculated = bool(drafted) and accepted is not None
+    prefill_rate = figures.rate("prompt_per_second", tm.get("prompt_per_second"))
+    decode_rate = figures.rate("predicted_per_second", tm.get("predicted_per_second"))
+    figures.say()
     kv = None
     if info.kind in LLAMA_CPP_KINDS and prompt is not None and decode_n is not None:
         kv = prompt + decode_n  # what the request's slot holds afterwards
     return ReplyStats(
         ttft_s=(t_first - t0) if t_first is not None else None,
         prefill_tokens=prefill_n, cached_tokens=cached, prefill_s=prefill_s,
-        prefill_tok_s=figures.rate("prompt_per_second", tm.get("prompt_per_second")),
+        prefill_tok_s=prefill_rate,
         decode_tokens=decode_n, decode_s=decode_s,
-        decode_tok_s=figures.rate("predicted_per_second", tm.get("predicted_per_second")),
+        decode_tok_s=decode_rate,
         total_s=end - t0, kv_used=kv, n_ctx=info.n_ctx, stop_reason=stop_reason,
         prompt_tokens=prompt, wall_decode_tok_s=wall,
         source=f"{info.kind} at {ep.host}",
@@ -311,21 +339,35 @@ MAX_TOK_S = 1e7  # far past any accelerator's decode or prefill rate
 
 class _Figures:
     """A server's usage and timings, range-checked: an implausible figure (1e30 tokens, an
-    infinite rate, a negative count) is "not reported" with one note, never shown or saved."""
+    infinite rate, a negative count, a string) is "not reported", never shown or saved. The
+    figures dropped from one reply are said in one line (`say`): a server that sends a bad
+    `usage` sends it on every reply, and a warning per field buried the replies themselves."""
 
     def __init__(self, notice: Notice | None):
         self._notice = notice
+        self.dropped: list[str] = []
 
-    def drop(self, name: str, v, why: str = "implausible") -> None:
-        if self._notice is not None:
-            self._notice(f"the server reported {name} = {str(v)[:40]} ({why}): shown as not reported")
+    def drop(self, name: str, v, why: str | None = None) -> None:
+        shown = repr(v) if isinstance(v, str) else str(v)
+        self.dropped.append(f"{name} = {shown[:40]} ({why or _implausible(v)})")
+
+    def say(self) -> None:
+        if self.dropped and self._notice is not None:
+            self._notice(f"the server reported {', '.join(self.dropped)}: shown as not reported")
+
+    def table(self, name: str, v) -> dict:
+        if v is None or isinstance(v, dict):
+            return v or {}
+        self.drop(name, v, f"{_kind(v)}, not an object")
+        return {}
 
     def count(self, name: str, v) -> int | None:
         if v is None:
             return None
         if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TOKENS:
             return v
-        self.drop(name, v)
+        fraction = isinstance(v, float) and math.isfinite(v) and 0 <= v <= MAX_TOKENS
+        self.drop(name, v, "not an integer" if fraction else None)
         return None
 
     def ms(self, name: str, v) -> float | None:
@@ -343,3 +385,12 @@ class _Figures:
             return float(v)
         self.drop(name, v)
         return None
+
+
+def _implausible(v) -> str:
+    """Why a figure is not one, in the words a user would check the server's answer with."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"{_kind(v)}, not a number"
+    if not math.isfinite(v):
+        return "not a finite number"
+    return "negative" if v < 0 else "implausible"

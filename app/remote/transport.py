@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import httpx
 
 from app.remote.endpoint import Endpoint
-from app.remote.errors import RemoteError
+from app.remote.errors import Fix, RemoteError
 
 Notice = Callable[[str], None]
 MAX_RETRY_AFTER_S = 60.0  # a longer wait is reported, not slept through
@@ -90,13 +90,21 @@ def _retry_after(resp: httpx.Response) -> float | None:
         return None  # an HTTP date: rare enough to treat as "not said"
 
 
-def status_reason(resp: httpx.Response, ep: Endpoint, path: str) -> str:
+def status_reason(resp: httpx.Response, ep: Endpoint, path: str) -> tuple[str, Fix | None]:
+    """What the status means, and the option that would cure it (a key the server wants)."""
+    reason = _status_reason(resp, ep, path)
+    if resp.status_code in (401, 403) and not ep.api_key:
+        return reason, Fix("give one with", "api_key")
+    return reason, None
+
+
+def _status_reason(resp: httpx.Response, ep: Endpoint, path: str) -> str:
     code = resp.status_code
     detail = ep.scrub(_error_detail(resp))
     said = f": {detail}" if detail else ""
     if code in (401, 403):
         if not ep.api_key:
-            return f"the server wants an API key (HTTP {code}{said}); give one with --api-key-env"
+            return f"the server wants an API key (HTTP {code}{said})"
         return f"the server refused the API key ({ep.masked()}; HTTP {code}{said})"
     if code == 404:
         return f"HTTP 404 for {path}{said or ' (not an OpenAI-compatible endpoint, or no such model)'}"
@@ -113,7 +121,7 @@ def check(resp: httpx.Response, ep: Endpoint, path: str) -> None:
     """Raise RemoteError for an error status or an answer that is not the API's JSON."""
     if resp.status_code >= 400:
         resp.read()
-        raise RemoteError(ep.base_url, status_reason(resp, ep, path))
+        raise RemoteError(ep.base_url, *status_reason(resp, ep, path))
     ctype = resp.headers.get("content-type", "")
     if "html" in ctype:
         raise RemoteError(ep.base_url, f"not an OpenAI-compatible server: {path} answered an HTML page")
@@ -145,12 +153,14 @@ def try_json(http: httpx.Client, url: str) -> dict | list | None:
 
 @contextlib.contextmanager
 def open_stream(http: httpx.Client, ep: Endpoint, path: str, body: dict,
-                notice: Notice | None = None) -> Iterator[httpx.Response]:
+                notice: Notice | None = None, cancel=None) -> Iterator[httpx.Response | None]:
     """POST `body` and yield the streaming response once its status is good.
 
     A 429 with a Retry-After the server set is waited out (up to
     MAX_RETRY_AFTER_S, RETRIES times) and said through `notice`; nothing
     else is retried, because a reply may already be running on the server.
+    A Stop (`cancel`) during that wait ends it at once, and None is yielded:
+    the user must not sit through a minute the server asked for.
     """
     url = ep.base_url + path
     for attempt in range(RETRIES + 1):
@@ -166,7 +176,8 @@ def open_stream(http: httpx.Client, ep: Endpoint, path: str, body: dict,
                     if notice:
                         notice(f"{ep.host} is busy (HTTP 429): retrying in {after:g} s, as it asked")
                     cm.__exit__(None, None, None)
-                    time.sleep(after)
+                    if not _waited_out(after, cancel):
+                        break
                     continue
             check(resp, ep, path)
         except BaseException:
@@ -177,6 +188,17 @@ def open_stream(http: httpx.Client, ep: Endpoint, path: str, body: dict,
         finally:
             cm.__exit__(None, None, None)
         return
+    yield None  # stopped while waiting out a 429 (every other way out returns or raises above)
+
+
+def _waited_out(seconds: float, cancel) -> bool:
+    """Sleep `seconds`; False as soon as `cancel` is set."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if cancel is not None and cancel.is_set():
+            return False
+        time.sleep(min(left, 0.05))
+    return cancel is None or not cancel.is_set()
 
 
 def parse_data(data: str, ep: Endpoint) -> dict:

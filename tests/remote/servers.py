@@ -7,10 +7,12 @@ fixture that started it.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -135,3 +137,40 @@ def relay(h, server: FaultServer, stall_after: int | None = None, cut_after: int
                         return
         finally:
             resp.close()
+
+
+MODELS_ONE = '{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+
+
+def drip(h, words: list[str], every_s: float = 1.0, server: FaultServer | None = None) -> None:
+    """A slow server's stream: one chat delta per `every_s`, then the finish and [DONE], as a
+    loaded server or a big model on a small machine sends it. `server`'s release ends it early
+    (so a test's stop is not held up by a drip still going)."""
+    h.send_response(200)
+    h.send_header("Content-Type", "text/event-stream")
+    h.end_headers()
+    try:
+        for i, w in enumerate(words):
+            if i and (server.release.wait(every_s) if server is not None else time.sleep(every_s)):
+                return
+            h.wfile.write(f'data: {json.dumps({"choices": [{"index": 0, "delta": {"content": w}}]})}\n\n'
+                          .encode())
+            h.wfile.flush()
+        h.wfile.write(b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], '
+                      b'"usage": {"prompt_tokens": 3, "completion_tokens": %d}}\n\ndata: [DONE]\n\n'
+                      % len(words))
+        h.wfile.flush()
+    except OSError:  # the client left (a Stop): what a real server sees too
+        return
+
+
+def drip_server(words: list[str], every_s: float = 1.0) -> FaultServer:
+    """A server of one model `m` that answers every completion with `drip`."""
+    def behave(h):
+        if h.path.endswith("/models"):
+            return answer(h, 200, MODELS_ONE)
+        if h.command != "POST":  # the probe's other questions (/props, /version): not llama-server
+            return answer(h, 404, '{"error": {"message": "not found"}}')
+        drip(h, words, every_s, srv)
+    srv = FaultServer(behave)
+    return srv

@@ -214,3 +214,61 @@ def test_a_speculating_servers_guesses_are_shown_and_an_impossible_count_is_not(
     assert any("draft_n_accepted" in n for n in notes)
     plain = _reply(server(_stream(finish('{"draft_n": 0, "draft_n_accepted": 0}')))).stats
     assert plain.spec_mode is None, "a server that checked no guesses did not speculate"
+
+
+BAD_USAGE = {"prompt_tokens": -3, "completion_tokens": "12", "total_tokens": float("nan"),
+             "prompt_tokens_details": {"cached_tokens": -1}}
+BAD_TIMINGS = {"prompt_ms": -5, "predicted_ms": float("nan"), "predicted_per_second": "fast"}
+
+
+def _finish(reason: str = "stop", **delta) -> str:
+    return ("data: " + json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+                                   "usage": BAD_USAGE, "timings": BAD_TIMINGS}) + "\n\ndata: [DONE]\n\n")
+
+
+def _said(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "shown as not reported" in line]
+
+
+def test_a_reply_with_bad_usage_says_so_in_one_line_naming_each_figure(server):
+    srv = server(_stream(_sse(HELLO, tail="") + _finish()))
+    r = _ask("--no-save", "--endpoint", srv.base + "/v1", "hi")
+    assert r.returncode == 0 and r.stdout.strip() == "Hello", r.stderr
+    said = _said(r.stderr)
+    assert len(said) == 1, r.stderr  # it was a line for each figure, four or five a reply
+    line = said[0]
+    for words in ("prompt_tokens = -3 (negative)", "completion_tokens = '12' (a string, not a number)",
+                  "cached_tokens = -1 (negative)", "prompt_ms = -5 (negative)",
+                  "predicted_ms = nan (not a finite number)",
+                  "predicted_per_second = 'fast' (a string"):
+        assert words in line, line
+    assert line.startswith("llamadesk: the server reported ") and "Traceback" not in r.stderr
+
+
+def test_each_reply_of_a_turn_says_its_bad_figures_once(server):
+    """Two replies (a calculator call, then the answer from its result): two lines, one each."""
+    posts: list[int] = []
+    call = {"index": 0, "id": "c1", "type": "function",
+            "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}}
+
+    def post(h):
+        if h.command != "POST":  # the probe's other questions
+            return answer(h, 404, "{}")
+        posts.append(1)
+        if len(posts) == 1:
+            return answer(h, 200, _finish("tool_calls", tool_calls=[call]), "text/event-stream")
+        answer(h, 200, _sse(HELLO, tail="") + _finish(), "text/event-stream")
+    srv = server(post)
+    r = _ask("--no-save", "--builtin-tools", "--endpoint", srv.base + "/v1", "what is 2+2?")
+    assert r.returncode == 0 and len(posts) == 2, r.stderr
+    said = _said(r.stderr)
+    assert len(said) == 2 and all("prompt_tokens = -3" in line for line in said), r.stderr
+
+
+def test_usage_that_is_not_an_object_is_named_too(server):
+    tail = ('data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": [1, 2]}\n\n'
+            "data: [DONE]\n\n")
+    notes: list[str] = []
+    st = _reply(server(_stream(_sse(HELLO, tail="") + tail)), notes).stats
+    assert st.prompt_tokens is None and st.error is None
+    assert notes == ["the server reported usage = [1, 2] (a list, not an object): shown as not reported"]
