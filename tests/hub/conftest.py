@@ -62,15 +62,19 @@ def mirror(model_path, quantized_q8, tmp_path_factory):
     m.stop()
 
 
-@pytest.fixture
-def hub(mirror, monkeypatch):
-    """The mirror, reset, with HF_ENDPOINT pointing at it and no token of the user's."""
-    mirror.reset()
-    monkeypatch.setenv("HF_ENDPOINT", mirror.url)
+def pointed_at(m, monkeypatch):
+    """`m`, reset, with HF_ENDPOINT pointing at it and no token of the user's."""
+    m.reset()
+    monkeypatch.setenv("HF_ENDPOINT", m.url)
     for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    return mirror
+    return m
+
+
+@pytest.fixture
+def hub(mirror, monkeypatch):
+    return pointed_at(mirror, monkeypatch)
 
 
 def cli(*args, timeout=120, env=None, **kw):

@@ -13,7 +13,7 @@ import pytest
 
 from app.hub import library
 from app.paths import user_models_dir
-from tests.hub.conftest import cli, tiny_gguf
+from tests.hub.conftest import cli, pointed_at, tiny_gguf
 from tests.hub.mirror import Mirror, Repo, RepoFile
 from tests.remote.servers import free_port
 
@@ -31,12 +31,7 @@ def evil(tmp_path_factory):
 
 @pytest.fixture
 def hub(evil, monkeypatch):
-    evil.reset()
-    monkeypatch.setenv("HF_ENDPOINT", evil.url)
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    return evil
+    return pointed_at(evil, monkeypatch)
 
 
 def refused(r) -> str:
