@@ -126,7 +126,7 @@ def _run_server_set(model: LoadedModel, prompts, tokens: int) -> dict:
                 runs.append(got[speculating])
             tally.add(runs[0], runs[1])
             tally.add(runs[3], runs[2])
-            rates = [(r.stats.decode_tokens or 0) / (r.stats.decode_s or 1e9) for r in runs]
+            rates = [(r.stats.decode_count() or 0) / (r.stats.decode_s or 1e9) for r in runs]
             if rates[0] + rates[3] > 0:
                 ratios.append((rates[1] + rates[2]) / (rates[0] + rates[3]))
     finally:

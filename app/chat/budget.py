@@ -5,6 +5,13 @@ turns go first (never the system prompt), and exactly which ones went is
 reported so the window can mark them and the gauges can count them. Silent
 truncation is the peers' failure we avoid.
 
+The reply budget is max tokens when the context has room for it. When it has
+not, turns are dropped only until the reply has REPLY_SHARE of the context (or
+max tokens, if less), and the reply's budget is what is left, which it says:
+a max tokens as large as the context (a setting peers accept) would otherwise
+drop the whole history on every turn, or, as before, refuse to send at all.
+Only a prompt that leaves no room at all is refused.
+
 The cut is searched, not scanned. Dropping turns one at a time re-rendered
 and re-tokenized the whole history per turn, quadratic in its length (a
 4,000-message conversation spent minutes here before prefill began). The
@@ -25,6 +32,8 @@ from dataclasses import dataclass, field
 from app.engine.errors import ContextOverflowError
 from app.engine.message import MessageBody
 
+REPLY_SHARE = 50  # percent of the context a reply keeps for itself when history must be cut
+
 
 @dataclass
 class Fit:
@@ -32,6 +41,11 @@ class Fit:
     kept: list[MessageBody]
     dropped: list[int] = field(default_factory=list)  # indices into history
     dropped_tokens: int = 0
+    budget: int = 0  # the most tokens the reply may have: max tokens, or the context's room
+
+    def limit(self, max_tokens: int) -> int | None:
+        """The reply's budget when the context cut it below `max_tokens` (ReplyStats.reply_limit)."""
+        return self.budget if self.budget < max_tokens else None
 
 
 def fit_history(
@@ -54,27 +68,30 @@ def fit_history(
             latest[0] = j
         return rendered[j]
 
+    reserve = [max_tokens]
+
     def fits(j: int) -> bool:
-        return len(tokens_at(j)) + max_tokens <= n_ctx
+        return len(tokens_at(j)) + reserve[0] <= n_ctx
 
     last = len(cuts) - 1
+    j = 0
     if not fits(0):
-        if not fits(last):
-            tokens = tokens_at(last)
-            what = "message with the system prompt" if head else "message"
+        bare = len(tokens_at(last))
+        if bare >= n_ctx:  # the decoder needs one cell for the reply's first step
+            what = "system prompt, template and your message" if head else "template and your message"
             raise ContextOverflowError(
-                f"the {what} is {len(tokens)} tokens; with max_tokens {max_tokens} it needs "
-                f"{len(tokens) + max_tokens} but the context holds {n_ctx}: shorten it, "
-                "lower max tokens, or raise the context length"
+                f"the prompt is {bare} tokens ({what}) and the context holds {n_ctx}: shorten "
+                "the message or the system prompt, or raise the context length"
             )
-        j = _first_fit(fits, last)
-    else:
-        j = 0
+        reserve[0] = min(max_tokens, REPLY_SHARE * n_ctx // 100, n_ctx - bare)
+        if not fits(0):
+            j = _first_fit(fits, last)
     # Render the kept messages last, as the scan did: the caller reads the
     # format's stop strings afterwards, and they come from the last render.
     full, tokens = len(tokens_at(0)), tokens_at(j, again=latest[0] != j)
     kept = head + history[cuts[j]:] + tail
-    return Fit(tokens, kept, list(range(cuts[j])), full - len(tokens))
+    return Fit(tokens, kept, list(range(cuts[j])), full - len(tokens),
+               min(max_tokens, n_ctx - len(tokens)))
 
 
 def _turn_starts(history: list[MessageBody]) -> list[int]:

@@ -27,6 +27,14 @@ RATE_WINDOW_S = 1.0  # rolling decode rate over the last second of tokens
 MIN_RATE_SPAN_S = 0.05  # a rate over less text than this is the engine's, not the deltas'
 
 
+def prompt_words(done: int, total: int, tok_s: float | None) -> str:
+    """'768/1500 prompt tok · about 4 s to go': the prompt's own tokens to read (what the cache
+    does not hold), how many the engine has read, and at its running rate how long the rest
+    takes; the waiting line and the gauges' status both say it so."""
+    left = f" · about {(total - done) / tok_s:.0f} s to go" if tok_s and done < total else ""
+    return f"{done}/{total} prompt tok{left}"
+
+
 @dataclass(frozen=True)
 class Turn:
     """One finished reply on a time axis, from Send: what the user waited for, and why.
@@ -114,6 +122,7 @@ class Snapshot:
     # after, the record's (stats.grammar_ms_per_token).
     constrained: bool = False
     grammar_ms: float | None = None
+    prompt_tok_s: float | None = None  # live, while the prompt is read: its running rate
 
     @property
     def started(self) -> bool:
@@ -138,6 +147,7 @@ class LiveGauges:
     new_total: int = 0
     new_done: int = 0
     progress_rate: float | None = None
+    prompt_rate: float | None = None  # the prefill's running rate (its Progress)
     spec: SpecProgress | None = None
     constrained: bool = False  # the reply being decoded is kept to a constraint
     grammar_ms: float | None = None  # its cost per token so far (Progress)
@@ -160,7 +170,7 @@ class LiveGauges:
         self.t_submit, self.max_tokens, self.n_ctx, self.streaming = now, max_tokens, n_ctx, streaming
         self.ttft = self.t_first = self.t_prefill = None
         self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = self.kv_used = 0
-        self.progress_rate = None
+        self.progress_rate = self.prompt_rate = None
         self.spec = None
         self.stats = None
         self.deltas.clear()
@@ -192,9 +202,12 @@ class LiveGauges:
             self.phase, self.t_prefill = "prefill", now
             self.cached, self.new_total, self.n_ctx = ev.cached_tokens, ev.new_tokens, ev.n_ctx
             self.cached_disk = ev.cached_disk_tokens
+            if ev.reply_budget:  # the context may leave the reply less room than max tokens
+                self.max_tokens = ev.reply_budget
         elif isinstance(ev, Progress):
             if ev.phase == "prefill":
-                self.new_done = ev.prefill_done
+                self.new_done = max(self.new_done, ev.prefill_done)
+                self.prompt_rate = ev.rate_tok_s
             else:
                 self.new_done = self.new_total
                 self.progress_rate = ev.rate_tok_s
@@ -229,6 +242,12 @@ class LiveGauges:
                 self.gflop_s = self.limits.prefill_flop_s(stats.prefill_tokens, stats.prefill_s) / 1e9
             began = self.t_prefill - self.t_submit if self.t_prefill is not None else None
             self.turns.append(turn_from(stats, began))
+
+    def prompt_progress(self) -> str | None:
+        """While the prompt is read, how far (prompt_words); None in any other phase."""
+        if not self.active or self.phase != "prefill":
+            return None
+        return prompt_words(self.new_done, self.new_total, self.prompt_rate)
 
     def fail(self, now: float) -> None:
         self.active, self.phase, self.t_end = False, "idle", now
@@ -307,4 +326,5 @@ class LiveGauges:
             constrained=self.constrained if self.active else (st is not None and
                                                                st.grammar_ms_per_token is not None),
             grammar_ms=self.grammar_ms if self.active else (st.grammar_ms_per_token if st else None),
+            prompt_tok_s=self.prompt_rate if self.active and self.phase == "prefill" else None,
         )

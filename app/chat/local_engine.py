@@ -137,6 +137,7 @@ class LocalChatEngine:
         done = self.decoder.generate(fit.tokens, run, on_event, cancel, shared_prefix=shared)
         done.stats.dropped_messages = len(fit.dropped)
         done.stats.dropped_tokens = fit.dropped_tokens
+        done.stats.reply_limit = fit.limit(settings.max_tokens)  # the decoder clamps it the same way
         if self.limits is not None and done.stats.kv_used:
             done.stats.bw_utilization = self.limits.at(done.stats.kv_used, done.stats.decode_tok_s)[1]
         return read_reply(Reply(done.text, done.stats, fit.dropped), tools)

@@ -65,6 +65,7 @@ class RoutedTurn:
             fit = self.fit
             if fit is not None:
                 ev.stats.dropped_messages, ev.stats.dropped_tokens = len(fit.dropped), fit.dropped_tokens
+                ev.stats.reply_limit = fit.limit(self.settings.max_tokens)  # the slot clamps it the same way
             self._on_reply(Reply(ev.text, ev.stats, fit.dropped if fit else []))
         elif isinstance(ev, RequestDone):
             self.done(ev)

@@ -52,7 +52,7 @@ class Row:
 
     def predicted_total(self) -> float | None:
         """total ~= TTFT + tokens / rate, per run, then the median."""
-        pred = [s.ttft_s + s.decode_tokens / s.decode_tok_s for s in self.runs
+        pred = [s.ttft_s + (s.decode_count() or 0) / s.decode_tok_s for s in self.runs
                 if s.ttft_s is not None and s.decode_tok_s and s.decode_tokens]
         return statistics.median(pred) if pred else None
 

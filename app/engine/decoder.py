@@ -132,15 +132,20 @@ class Decoder:
                 return True
             now = time.perf_counter()
             if turn.sink is not None and now - turn.last_progress >= PROGRESS_EVERY_S:
-                turn.last_progress = now
-                done = len(self.tokens) - turn.cached
-                turn.sink(Progress("prefill", now - turn.t_submit, done, 0,
-                                   done / (now - turn.t_pre) if done else None,
-                                   len(self.tokens), self.n_ctx))
+                self._prefill_progress(turn, now)
         except Exception:
             log.exception("the prefill's progress callback failed")
             return False
         return False
+
+    def _prefill_progress(self, turn: Turn, now: float) -> None:
+        """The prompt tokens evaluated so far, whole chunks (the cache grows a chunk at a time),
+        with the running rate: the waiting line's "768/1500 prompt tok" and its time to go."""
+        turn.last_progress = now
+        done = len(self.tokens) - turn.cached
+        took = now - turn.t_pre
+        turn.emit(Progress("prefill", now - turn.t_submit, done, 0, done / took if done and took > 0
+                           else None, len(self.tokens), self.n_ctx))
 
     # -- one reply ----------------------------------------------------------
     def generate(
@@ -168,7 +173,7 @@ class Decoder:
             if shared_prefix is not None:
                 self._from_disk(turn, list(shared_prefix))
             turn.emit(PrefillStarted(len(prompt), turn.cached, len(prompt) - turn.cached, self.n_ctx,
-                                     turn.cached_disk))
+                                     turn.cached_disk, max_new))
             llama_cpp.llama_perf_context_reset(self.ctx)
             p0 = self._perf.snapshot()
             self._prefill(turn)
@@ -247,7 +252,8 @@ class Decoder:
         per-node call into Python.
         """
         prompt = turn.prompt
-        turn.t_pre = turn.last_progress = time.perf_counter()
+        turn.t_pre = time.perf_counter()
+        self._prefill_progress(turn, turn.t_pre)  # 0 of the prompt: the count starts here
         self._abort_state = turn
         llama_cpp.llama_set_abort_callback(self.ctx, self._abort_cb, None)
         try:
@@ -265,8 +271,7 @@ class Decoder:
                 self.tokens.extend(chunk)
                 if end == turn.save_at:
                     self._save_prefix(turn)
-                turn.emit(Progress("prefill", time.perf_counter() - turn.t_submit,
-                                   len(self.tokens) - turn.cached, 0, None, len(self.tokens), self.n_ctx))
+                self._prefill_progress(turn, time.perf_counter())  # every chunk, however quick
         finally:
             llama_cpp.llama_set_abort_callback(self.ctx, self._no_abort, None)
             self._abort_state = None

@@ -18,6 +18,9 @@ class PrefillStarted:
     new_tokens: int
     n_ctx: int
     cached_disk_tokens: int = 0  # of cached_tokens, loaded from the prompt cache on disk
+    # The most tokens the reply may have: max tokens, or fewer when the context has no room for
+    # them beside the prompt (0: not said).
+    reply_budget: int = 0
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,12 @@ class SpecProgress:
 
 @dataclass(frozen=True)
 class Progress:
-    """Live gauges: every 0.2 s while work runs, or at the next token when one step takes longer."""
+    """Live gauges: every 0.2 s while work runs, or at the next token when one step takes longer;
+    in the prefill also once before the first chunk and after each one."""
 
     phase: str  # "prefill" or "decode"
     elapsed_s: float  # since the request was submitted
-    prefill_done: int  # prompt tokens evaluated so far (whole batches)
+    prefill_done: int  # prompt tokens evaluated so far (whole chunks), of PrefillStarted.new_tokens
     generated: int
     rate_tok_s: float | None  # rolling decode rate (decode) / running prefill rate
     kv_used: int

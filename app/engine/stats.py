@@ -6,6 +6,7 @@ user sees in the window is the number in the transcript and in `ask --json`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 # Below this many prompt tokens the prefill is shown as the time it took, not a rate.
@@ -26,9 +27,9 @@ class ReplyStats:
     cached_tokens: int | None  # prompt tokens reused from the KV cache
     prefill_s: float | None  # the engine's compute time of the prefill
     prefill_tok_s: float | None
-    decode_tokens: int | None  # tokens generated
+    decode_tokens: int | None  # tokens generated: the reply's length
     decode_s: float | None  # the engine's compute time of the decode steps
-    decode_tok_s: float | None  # the engine's own decode rate
+    decode_tok_s: float | None  # the engine's own decode rate: decode_sampled / decode_s
     total_s: float  # wall clock, request submitted -> reply complete
     kv_used: int | None  # cells of the KV cache in use after the reply
     n_ctx: int | None
@@ -60,6 +61,24 @@ class ReplyStats:
     spec_checks: int = 0
     spec_stepped_aside: str | None = None
     plain_tok_s: float | None = None
+    # The tokens decode_s timed: those sampled from decode steps' logits. The reply's first token
+    # comes from the prefill's (its time is TTFT's), and the last step of a reply the model ended
+    # samples the end-of-generation token, so this is decode_tokens - 1, or decode_tokens when
+    # the model ended it: the tokens the decode wrote into the KV cache. None: a server's record,
+    # whose rate is over its own count (decode_tokens).
+    decode_sampled: int | None = None
+    # The context had room for this many reply tokens beside the prompt, fewer than max tokens
+    # asked for (None: max tokens applied).
+    reply_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        """A local record from before decode_sampled, or from an engine that does not fill it (a
+        batch slot's wall clock), always rated its decode over this count: rate x time gives it
+        back exactly, so the footer's count is the one its rate divides."""
+        if self.decode_sampled is None and self.source is None and self.decode_tok_s and self.decode_s:
+            n = self.decode_tok_s * self.decode_s
+            if math.isfinite(n) and 0 <= n < 2**31:  # an imported file may hold anything
+                self.decode_sampled = round(n)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -88,6 +107,19 @@ class ReplyStats:
     def decode(self) -> Figure | None:
         return rate(self.decode_tok_s, 1)
 
+    def decode_count(self) -> int | None:
+        """The tokens the decode rate is over (decode_sampled; a server's own count when the
+        record has none)."""
+        return self.decode_sampled if self.decode_sampled is not None else self.decode_tokens
+
+    def prefill_words(self) -> str:
+        """'97 tok in 240.3 ms @ 404 tok/s': count, time and rate, as the footer and the exports
+        say them (a reader can redo the division), or what the server did not report."""
+        return phase_words(self.prefill_tokens, self.prefill_s, self.prefill(), self.remote)
+
+    def decode_words(self) -> str:
+        return phase_words(self.decode_count(), self.decode_s, self.decode(), self.remote)
+
     def speculation(self) -> str | None:
         """'n-gram guesses: 31 of 40 kept (78%), 2.1 a check, 1.40x': what speculating was worth."""
         if self.spec_mode is None:
@@ -108,7 +140,14 @@ class ReplyStats:
         return f"{self.total_s:.2f} s"
 
     def ended(self) -> str:
+        if self.stop_reason == "length" and self.reply_limit is not None:
+            return "the context's limit reached"
         return ENDINGS.get(self.stop_reason, self.stop_reason)
+
+    def limited(self) -> str | None:
+        """'reply limited to 415 tokens by the context', when the context clamped max tokens."""
+        return None if self.reply_limit is None else \
+            f"reply limited to {self.reply_limit} tokens by the context"
 
     def summary(self) -> str:
         """The one-line footer shown under a message and on the CLI's stderr.
@@ -124,15 +163,7 @@ class ReplyStats:
         def n(v) -> str:
             return nr if v is None else str(v)
 
-        def phase(name: str, count: int | None, shown: Figure | None) -> str:
-            if count is None and shown is None and remote:
-                return f"{name} {nr}"
-            if shown is not None and shown.unit != "tok/s":
-                return f"{name} {n(count)} tok in {shown}"
-            at = str(shown) if shown is not None else (f"rate {nr}" if remote else "- tok/s")
-            return f"{name} {n(count)} tok @ {at}"
-
-        decode = phase("decode", self.decode_tokens, self.decode())
+        decode = f"decode {self.decode_words()}"
         if remote and self.wall_decode_tok_s:
             unit = "tok/s" if self.decode_tokens is not None else "deltas/s"
             decode += f" (received at {self.wall_decode_tok_s:.1f} {unit})"
@@ -144,13 +175,16 @@ class ReplyStats:
             f"KV {nr}" + (f" (ctx {self.n_ctx})" if self.n_ctx else ""))
         parts = [
             f"TTFT {ttft}",
-            phase("prefill", self.prefill_tokens, self.prefill()),
+            f"prefill {self.prefill_words()}",
             f"cached {cached}",
+            *([f"reply {self.decode_tokens} tok"] if self.decode_tokens is not None else []),
             decode,
             kv,
             f"total {self.total()}",
             self.ended(),
         ]
+        if self.limited():
+            parts.append(str(self.limited()))
         if self.speculation():
             parts.append(str(self.speculation()))
         if self.dropped_messages:
@@ -168,14 +202,14 @@ class ReplyStats:
         if self.cached_tokens is not None:
             disk = f" ({self.cached_disk_tokens} from disk)" if self.cached_disk_tokens else ""
             rows.append(("cached", f"{self.cached_tokens} tok{disk}"))
-        for name, count, took, shown in (("prefill", self.prefill_tokens, self.prefill_s, self.prefill()),
-                                         ("decode", self.decode_tokens, self.decode_s, self.decode())):
-            if count is None and took is None:
-                continue
-            line = f"{'?' if count is None else count} tok"
-            line += f" in {duration(took)}" if took is not None else ""
-            line += f" @ {shown}" if shown is not None and shown.unit == "tok/s" else ""
-            rows.append((name, line))
+        if self.prefill_tokens is not None or self.prefill_s is not None:
+            rows.append(("prefill", self.prefill_words()))
+        if self.decode_tokens is not None:
+            rows.append(("reply", f"{self.decode_tokens} tok"))
+        if self.decode_count() is not None or self.decode_s is not None:
+            rows.append(("decode", self.decode_words()))
+        if self.limited():
+            rows.append(("reply limit", f"{self.reply_limit} tok, by the context"))
         if self.wall_decode_tok_s:
             rows.append(("received at", str(rate(self.wall_decode_tok_s, 1))))
         if self.kv() is not None:
@@ -228,6 +262,35 @@ def duration(s: float | None) -> Figure | None:
 
 def rate(tok_s: float | None, digits: int) -> Figure | None:
     return Figure(f"{tok_s:.{digits}f}", "tok/s") if tok_s else None
+
+
+def span(s: float) -> Figure:
+    """A phase's time beside its rate, to four significant digits ('1574 ms', '240.3 ms',
+    '12.34 s'): enough that tokens / this time gives the rate shown, to its last digit or
+    within one of it; duration()'s three digits would not."""
+    ms = s * 1000
+    if s >= 100:
+        return Figure(f"{s:.1f}", "s")
+    if s >= 10:
+        return Figure(f"{s:.2f}", "s")
+    digits = 0 if ms >= 1000 else 1 if ms >= 100 else 2 if ms >= 10 else 3
+    return Figure(f"{ms:.{digits}f}", "ms")
+
+
+def phase_words(count: int | None, took: float | None, shown: Figure | None, remote: bool) -> str:
+    """A phase as the footer and the exports say it: '15 tok in 1574 ms @ 9.5 tok/s' (a rate),
+    '12 tok in 45 ms' (a short prompt's time), or what a server did not report."""
+    nr = "not reported"
+    if count is None and shown is None:
+        return nr if remote else "- tok"
+    head = f"{nr if count is None else count} tok"
+    if shown is not None and shown.unit != "tok/s":  # the time alone: no rate over so few
+        return f"{head} in {shown}"
+    if took is not None and shown is not None:
+        return f"{head} in {span(took)} @ {shown}"
+    if took is not None and count:
+        return f"{head} in {span(took)}"
+    return f"{head} @ {shown}" if shown is not None else (f"{head} @ rate {nr}" if remote else head)
 
 
 def speculation_words(mode: str, drafted: int, accepted: int, checks: int, speedup: float | None,

@@ -262,10 +262,13 @@ def timings(st: SlotStats) -> Timings:
     prompt_n = (st.prompt_tokens or 0) - st.cached_tokens
     prompt_ms = ((st.first_token_at or st.finished_at or 0) - (st.slot_start or 0)) * 1000
     predicted_ms = ((st.finished_at or 0) - (st.first_token_at or st.finished_at or 0)) * 1000
+    predicted_n = st.completion_tokens or 0
+    # llama-server's arithmetic: the rate is predicted_n over predicted_ms, so a client that
+    # divides the two gets the rate shown.
     out: Timings = {"cache_n": st.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
                     "prompt_per_second": prompt_n / prompt_ms * 1000 if prompt_ms > 0 else None,
-                    "predicted_n": st.completion_tokens or 0, "predicted_ms": predicted_ms,
-                    "predicted_per_second": st.decode_tok_s}
+                    "predicted_n": predicted_n, "predicted_ms": predicted_ms,
+                    "predicted_per_second": predicted_n / predicted_ms * 1000 if predicted_ms > 0 else None}
     if st.spec_mode is not None:
         out["draft_n"], out["draft_n_accepted"] = st.draft_tokens, st.draft_accepted
     return out

@@ -7,22 +7,28 @@ import random
 
 import pytest
 
-from app.chat.budget import Fit, fit_history
+from app.chat.budget import REPLY_SHARE, Fit, fit_history
 from app.engine.errors import ContextOverflowError
 from app.engine.message import MessageBody
 
 
 def scan_fit(system, history, new_message, max_tokens, n_ctx, to_tokens) -> Fit:
-    """The algorithm fit_history replaced, kept as the reference: drop one turn, re-render all."""
+    """The algorithm fit_history replaced, kept as the reference: drop one turn, re-render all,
+    until the reply has max tokens, or (when even no history leaves that) REPLY_SHARE of the
+    context or all the room there is."""
     head = [MessageBody("system", system)] if system and system.strip() else []
     tail = [MessageBody("user", new_message)]
+    reserve = max_tokens
+    if len(to_tokens(head + history + tail)) + max_tokens > n_ctx:
+        reserve = min(max_tokens, REPLY_SHARE * n_ctx // 100, max(n_ctx - len(to_tokens(head + tail)), 1))
     start, full = 0, None
     while True:
         kept = head + history[start:] + tail
         tokens = to_tokens(kept)
         full = full if full is not None else len(tokens)
-        if len(tokens) + max_tokens <= n_ctx:
-            return Fit(tokens, kept, list(range(start)), full - len(tokens))
+        if len(tokens) + reserve <= n_ctx:
+            budget = min(max_tokens, n_ctx - len(tokens))
+            return Fit(tokens, kept, list(range(start)), full - len(tokens), budget)
         if start >= len(history):
             raise ContextOverflowError(f"{len(tokens)} tokens")
         start += 1

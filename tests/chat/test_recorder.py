@@ -67,18 +67,18 @@ def test_continued_turn_sends_the_history(store, rec, engine):
 
 def test_turns_left_out_by_the_context_budget_are_marked(store, rec, engine):
     cid = store.create_conversation()
-    long = "The quick brown fox jumps over the lazy dog. " * 6  # ~60 tokens a turn
+    long = "The quick brown fox jumps over the lazy dog. " * 30  # ~300 tokens a turn
     ids = []
     for i in range(4):
         ids.append(store.add_message(cid, "user", f"{i}: {long}"))
         ids.append(store.add_message(cid, "assistant", f"ok {i}"))
-    # A reply budget that leaves ~100 tokens of the 2048 for the prompt: the
-    # budget must drop old turns (and the prefill stays small). It is decided
-    # before decoding, so one token of the reply is enough.
+    # A reply budget past half the 2048: turns go until the reply has half the context,
+    # so 4 turns of ~300 cannot all stay. It is decided before decoding, so one token of
+    # the reply is enough.
     cancel = CancelToken()
     turn = record_turn(rec, engine, cid, "Summarise.", greedy(1950), cancel=cancel,
                        on_event=lambda ev: isinstance(ev, TextDelta) and cancel.cancel())
-    assert turn.reply.dropped, "~100 tokens of prompt cannot hold 4 turns of ~60"
+    assert turn.reply.dropped, "~1,000 tokens of prompt cannot hold 4 turns of ~300"
     marked = [m.id for m in store.get_conversation(cid).messages if m.out_of_context]
     assert marked == [ids[i] for i in turn.reply.dropped] == ids[: len(marked)]
     assert turn.reply.stats.dropped_messages == len(marked)

@@ -18,7 +18,7 @@ import re
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from app.chat.live_gauges import Snapshot, Turn
+from app.chat.live_gauges import Snapshot, Turn, prompt_words
 from app.engine.machine import MachineSampler
 from app.engine.machine import describe as describe_machine
 from app.engine.stats import PREFILL_RATE_MIN_TOKENS, duration, grammar_figure, rate, speculation_words
@@ -33,13 +33,17 @@ PREFILL_HELP = ("Prefill reads the prompt, many tokens per step in parallel: it 
                 "so it runs far faster than decode. Under {n} tokens the time it took is shown instead "
                 "of a rate: over a handful of tokens a rate is mostly the fixed cost of one step.")
 DECODE_HELP = ("Decode writes one token per step, and every step reads all the weights: it is bound by "
-               "memory bandwidth. Live while a reply runs, then the reply's own rate.")
+               "memory bandwidth. Live while a reply runs, then the reply's own rate: the tokens its "
+               "steps sampled over their time. The first token comes from the prefill (its time is "
+               "TTFT's), so a reply of 16 tokens is 15 decoded, or 16 when the model ended it (the last "
+               "step samples the end).")
 BANDWIDTH_HELP = ("Decoding reads every weight once per token, so it is bound by memory bandwidth: the "
                   "rate it reads at, against this machine's peak (a short probe, or NVML for an NVIDIA "
                   "GPU), and the fastest decode that peak allows for this model (the purple mark).")
 KV_HELP = ("The model's context memory: the prompt reused from the cache, the prompt read now, and the "
-           "generated tokens written back, of the whole context. The last token generated is never "
-           "written back, so this is one fewer than prompt plus generated.")
+           "tokens the decode wrote back, of the whole context. Each decode step writes the last token "
+           "back and samples the next, so \"decoded\" is the footer's decode count: the reply's last "
+           "token is written back only when the model ended the reply.")
 SPEC_HELP = ("Speculative decoding: guesses at the next tokens, checked by the model in one step, the "
              "agreeing ones kept. The share of guesses kept, how many a check keeps, and the decode rate "
              "over the rate plain steps would give (measured as the reply runs). It steps aside for "
@@ -266,7 +270,9 @@ class GaugesPanel(QScrollArea):
         small = st is not None and prefill is not None and prefill.unit != "tok/s"
         # A short prompt shows its time, and how short it was.
         self.prefill.set_figure(prefill, f"{st.prefill_tokens} tok" if small and st is not None else "")
-        self.decode.set_figure(decode)
+        # The count the rate is over: the footer's "decode 15 tok", not the reply's length.
+        counted = st.decode_count() if st is not None and not s.active and st.decode() else None
+        self.decode.set_figure(decode, f"{counted} tok" if counted is not None else "")
         self.decode.caption.setText("Decode (live)" if s.active else "Decode")
 
     def _note(self, s: Snapshot) -> None:
@@ -315,10 +321,14 @@ class GaugesPanel(QScrollArea):
             self.phase.setText(f"Gauges {FIRST}.")
         elif s.phase == "idle":
             self.phase.setText("idle")
+        elif s.active and s.phase == "waiting":
+            self.phase.setText(f"waiting · {s.elapsed_s:.1f} s")
+        elif s.active and s.phase == "prefill":  # the prompt's own count, not max tokens
+            self.phase.setText(f"reading prompt · {s.elapsed_s:.1f} s · "
+                               f"{prompt_words(s.kv_new, s.kv_new_total, s.prompt_tok_s)}")
         elif s.active:
-            what = {"waiting": "waiting", "prefill": "reading prompt", "decode": "generating"}[s.phase]
             left = f" · ≤ {s.remaining_s:.0f} s to go" if s.remaining_s is not None else ""
-            self.phase.setText(f"{what} · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok{left}")
+            self.phase.setText(f"generating · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok{left}")
         elif s.stats is not None:  # the footer's total, not a second clock's
             self.phase.setText(f"done in {s.stats.total()} · {s.generated} tok")
         else:
@@ -333,7 +343,7 @@ class GaugesPanel(QScrollArea):
         pct = f" ({100 * used / s.n_ctx:.0f}%)" if s.n_ctx else ""
         self.kv_text.setText(
             f"{swatch(CACHED, _cached(s))} &nbsp; {swatch(NEW, f'new {s.kv_new}')} &nbsp; "
-            f"{swatch(GENERATED, f'generated {s.kv_generated}')}<br>{used}/{s.n_ctx} tokens{pct}")
+            f"{swatch(GENERATED, f'decoded {s.kv_generated}')}<br>{used}/{s.n_ctx} tokens{pct}")
 
 
 class MachineFeed(QObject):
