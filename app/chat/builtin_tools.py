@@ -40,14 +40,18 @@ DEFINITIONS: dict[str, dict] = {
         "description": "Evaluate an arithmetic expression exactly: + - * / // % **, parentheses, and "
                        "sqrt, sin, cos, tan, log, log10, exp, abs, round, floor, ceil, pi, e.",
         "parameters": {"type": "object", "additionalProperties": False, "required": ["expression"],
-                       "properties": {"expression": {"type": "string", "description": "e.g. (17 * 23) / 4"}}},
+                       "properties": {"expression": {
+                           "type": "string",
+                           "description": "The expression to evaluate, in the user's own numbers"}}},
     }},
     CLOCK: {"type": "function", "function": {
         "name": CLOCK,
-        "description": "The current date, time and weekday, in a time zone (an IANA name such as "
-                       "Europe/Paris; UTC when none is given).",
+        "description": "The current date, time and weekday, in a time zone (an IANA time zone "
+                       "name, Area/City; UTC when none is given).",
         "parameters": {"type": "object", "additionalProperties": False,
-                       "properties": {"timezone": {"type": "string", "description": "e.g. Asia/Tokyo"}}},
+                       "properties": {"timezone": {
+                           "type": "string",
+                           "description": "The IANA name of the time zone the user asked about"}}},
     }},
 }
 NAMES = tuple(DEFINITIONS)

@@ -168,7 +168,13 @@ def delete(files: list[Downloaded]) -> int:
     scan = _scan()
     if scan is None or not files:
         return 0
-    strategy = scan.delete_files(*(d.info for d in files))
+    # The scan's own entries for these paths: huggingface_hub matches entries by every field,
+    # access time included, so an entry listed before the file was read (a load, a header
+    # check) would count as another file still using the bytes, and nothing would read freed.
+    wanted = {str(d.path) for d in files}
+    fresh = [f for repo in scan.repos for rev in repo.revisions for f in rev.files
+             if str(f.file_path) in wanted]
+    strategy = scan.delete_files(*fresh)
     freed = strategy.expected_freed_size
     strategy.execute()
     for d in files:

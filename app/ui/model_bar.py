@@ -4,7 +4,9 @@
 in warning colours, not buried in a log: GPT4All's silent fallback is the
 complaint this answers. The line says it short (the device, the context, the
 threads) with the whole story on hover, and gives way before the model's name
-when the window is narrow: it is cut, never drawn over the Stream box.
+when the window is narrow: it is cut, never drawn over the Stream box. Its
+warning and error colours are the palette's of the moment (app.ui.widgets.levels),
+drawn again on a PaletteChange, so a theme switch leaves none unreadable.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.config import SavedEndpoint
 from app.engine.models import ModelInfo, default_model_path, discover
+from app.ui.widgets.levels import coloured
 
 DEFAULT_LABEL = "Gemma 3 270M (bundled default)"
 
@@ -83,6 +86,7 @@ class ModelBar(QWidget):
         row.addWidget(self.streaming)
         row.addWidget(self.settings_button)
         self._paths: list[str | SavedEndpoint | None] = []
+        self._status: tuple[str, str, str] = ("no model", "", "")  # plain part, marked part, its level
 
     def refresh(self, current: str | SavedEndpoint | None, extra: Sequence[str] = (),
                 endpoints: Sequence[SavedEndpoint] = ()) -> None:
@@ -135,7 +139,7 @@ class ModelBar(QWidget):
     def set_loading(self, name: str) -> None:
         self.progress.setRange(0, 0)  # busy until llama.cpp returns (it reports no progress)
         self.progress.show()
-        self.status.setText(f"loading {name}…")
+        self._say(html.escape(f"loading {name}…"))
         self.combo.setEnabled(False)
         self.open_button.setEnabled(False)
         self.connect_button.setEnabled(False)
@@ -143,27 +147,38 @@ class ModelBar(QWidget):
     def set_assembly_progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)
-        self.status.setText(f"preparing the default model… {100 * done // max(total, 1)}%")
+        self._say(f"preparing the default model… {100 * done // max(total, 1)}%")
 
     def set_loaded(self, report) -> None:
         """A LoadReport, or a RemoteReport (which says what runs where, and the context)."""
         self._loaded_state()
         if report.backend == "remote":
-            self.status.setText(f"<b>{html.escape(report.runs_on)}</b>")
+            self._say(f"<b>{html.escape(report.runs_on)}</b>")
             version = f" {report.version}" if report.version else ""
             self.status.setToolTip(f"{report.kind}{version} at {report.host}\nmodel {report.model_path}")
             return
         where = report.runs_on.split(" (")[0]  # "CPU", the why in the tooltip
         text = f"runs on <b>{html.escape(where)}</b> · ctx {report.n_ctx} · {report.threads_text}"
         if report.fallback:
-            text += ' · <span style="color:#d68910;"><b>GPU fallback</b></span>'
-        self.status.setText(text)
+            self._say(text + " · ", "<b>GPU fallback</b>", "warning")
+        else:
+            self._say(text)
         self.status.setToolTip(f"runs on {report.runs_on} · ctx {report.n_ctx} · {report.threads_text}\n"
                                + (report.fallback or f"loaded in {report.load_s:.2f} s\n{report.model_path}"))
 
     def set_failed(self) -> None:
         self._loaded_state()
-        self.status.setText('<span style="color:#c0392b;">no model loaded</span>')
+        self._say("", "no model loaded", "error")
+
+    def _say(self, plain: str, marked: str = "", level: str = "") -> None:
+        """The status line (rich text): `plain`, then `marked` in `level`'s colour."""
+        self._status = (plain, marked, level)
+        self.status.setText(plain + (coloured(marked, level, self.palette()) if marked else ""))
+
+    def changeEvent(self, ev) -> None:
+        super().changeEvent(ev)
+        if ev.type() == ev.Type.PaletteChange:
+            self._say(*self._status)
 
     def _loaded_state(self) -> None:
         self.progress.hide()

@@ -6,7 +6,16 @@ Dark set Fusion with a palette of their own, and System gives back the style
 and palette the application started with (the desktop's). The choice is
 applied to the whole application, so every window (Batch, Compare, Server,
 the dialogs) follows, and widgets that paint from the palette (the gauges'
-bars, the charts, the transcript) recolour on the PaletteChange Qt sends.
+bars, the charts, the transcript, the message bar) recolour on the
+PaletteChange Qt sends.
+
+A widget with a stylesheet of its own is the exception: Qt's stylesheet style
+hands it, and every child under it, the palette of the moment it was
+polished, and an application palette change does not reach them (the
+message bar's text stayed the old theme's colour on the new background).
+Widgets here paint their colours from the palette instead of stylesheets;
+`apply` polishes again the few stylesheets left, so they too take the new
+palette.
 
 Dark's colours are chosen for contrast on its own greys: a link (the code
 block's Copy) is light blue, not Qt's default dark blue, and disabled text is
@@ -69,5 +78,13 @@ def apply(choice: str) -> bool:
     else:
         app.setStyle("Fusion")
         app.setPalette(dark_palette() if choice == "dark" else light_palette())
+    _repolish_stylesheets(app)
     _applied = choice
     return True
+
+
+def _repolish_stylesheets(app: QApplication) -> None:
+    for w in app.allWidgets():
+        sheet = w.styleSheet()
+        if sheet:
+            w.setStyleSheet(sheet)  # the same sheet, set again: polished on the new palette

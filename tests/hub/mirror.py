@@ -32,6 +32,7 @@ import json
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -110,6 +111,7 @@ class Mirror:
     no_ranges: bool = False
     lenient: bool = False
     body_bytes: int = 0
+    pace: float | None = None  # bytes a second each response sends at most (None: as fast as it can)
     generation: int = 0  # one per test: a response left over from an earlier one is not counted
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -122,6 +124,7 @@ class Mirror:
             self.gate.set()  # a response still waiting from the last test ends
             self.gate, self.held = threading.Event(), threading.Event()
             self.generation += 1
+            self.pace = None
             self.log.clear()
             self.gate_after = self.drop_after = self.corrupt_at = None
             self.drop_times = self.corrupt_times = self.body_bytes = 0
@@ -347,6 +350,8 @@ def _handler(mirror: Mirror, cdn: bool):
                     self.wfile.write(data)
                     pos += len(data)
                     self.served.sent += len(data)
+                    if mirror.pace:
+                        time.sleep(len(data) / mirror.pace)
 
         def _maybe_corrupt(self, data: bytearray, pos: int):
             with mirror.lock:

@@ -68,6 +68,7 @@ def test_a_download_becomes_a_model_in_the_list_and_the_picker_and_the_chat_uses
     f = hub.repos[GEMMA].file("gemma-3-270m-Q4_K_M.gguf")
     seen: list[str] = []
     w.service.progress.connect(lambda _job, _phase, _done, _total: seen.append(w.transfer.detail.text()))
+    hub.pace = 30e6  # a few seconds in all, so the rate has time to show however fast this machine is
     with qtbot.waitSignal(w.library_changed, timeout=180_000):
         w.download(f"{GEMMA}:{f.name}")
     path = library.snapshot_path(GEMMA, hub.repos[GEMMA].commit, f.name).resolve()

@@ -5,13 +5,28 @@ for the user's own function definitions, and whether the model decides (Auto),
 must call (Required) or may not (None). It shows the tools of the conversation
 on screen and hands a change to the chat flow, which saves it with the
 conversation at once, as the reply format chooser does.
+
+The button is a push button with a menu, not a tool button: Fusion draws a
+tool button's menu arrow over its last letters ("No tools" ran into it) and
+leaves no room for it in its size, where a push button's size makes room for
+the arrow. A label longer than the button's width is cut with an ellipsis
+before the arrow, the whole in its tooltip.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QStyle,
+    QStyleOptionButton,
+    QStylePainter,
+    QWidget,
+)
 
 from app.chat import builtin_tools
 from app.chat.conversation import LiveConversation
@@ -25,14 +40,27 @@ CHOICE_LABELS = {"auto": "Auto: the model decides", "required": "Required: its f
 MAX_WIDTH = 220
 
 
+class MenuButton(QPushButton):
+    """A push button with a menu whose text, past its width, is cut short of the menu arrow."""
+
+    def paintEvent(self, ev) -> None:
+        opt = QStyleOptionButton()
+        self.initStyleOption(opt)
+        style = self.style()
+        arrow = style.pixelMetric(QStyle.PixelMetric.PM_MenuButtonIndicator, opt, self)
+        margin = 2 * style.pixelMetric(QStyle.PixelMetric.PM_ButtonMargin, opt, self)
+        room = self.width() - arrow - margin - 2 * style.pixelMetric(QStyle.PixelMetric.PM_DefaultFrameWidth)
+        opt.text = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, max(room, 0))
+        QStylePainter(self).drawControl(QStyle.ControlElement.CE_PushButton, opt)
+
+
 class ToolsChooser(QWidget):
     chosen = Signal(object)  # the ToolSet the user made
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.tools = ToolSet()
-        self.button = QToolButton()
-        self.button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.button = MenuButton()
         self.button.setMaximumWidth(MAX_WIDTH)
         self.menu = QMenu(self)
         self.builtin: dict[str, QAction] = {}
@@ -76,8 +104,8 @@ class ToolsChooser(QWidget):
             self.declare.setText(f"Declared tools ({n})…" if n else "Declare tools…")
             self.button.setText(tools.label())
             names = [*tools.builtin, *(d["function"]["name"] for d in tools.declared)]
-            self.button.setToolTip("The tools this conversation's replies may call (saved with it): "
-                                   + (", ".join(names) if names else "none"))
+            self.button.setToolTip(f"{tools.label()}: the tools this conversation's replies may call "
+                                   "(saved with it): " + (", ".join(names) if names else "none"))
         finally:
             self._showing = False
 

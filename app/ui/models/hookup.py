@@ -16,6 +16,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QBoxLayout, QMainWindow
 
 from app.config import AppConfig
+from app.engine.models import default_model_path
 from app.ui.models.first_launch import FirstLaunchPanel
 from app.ui.models.service import HubService
 from app.ui.models.window import ModelsWindow
@@ -65,9 +66,17 @@ class ModelsHookup(QObject):
         cfg = self.config()
         return cfg.n_ctx, cfg.n_gpu_layers
 
+    def _in_use(self) -> str | None:
+        """The chat's model file. The window says None both for the bundled model and for a
+        server; with no server active it is the bundled file, which the library lists too."""
+        path = self.current_model()
+        if path is None and self.config().active_endpoint is None:
+            return str(default_model_path())
+        return path
+
     def open(self) -> ModelsWindow:
         if self.models_window is None:
-            w = ModelsWindow(self.hub(), self._fit_settings, self.current_model, parent=self.main)
+            w = ModelsWindow(self.hub(), self._fit_settings, self._in_use, parent=self.main)
             w.use_model.connect(self.use)
             w.library_changed.connect(self.refresh_models)
             self.models_window = w

@@ -14,7 +14,9 @@ from collections import deque
 
 from app.engine.gguf import human_size
 
-FIT_COLOURS = {"fits": "#1e8449", "tight": "#b9770e", "won't fit": "#c0392b"}
+# WCAG's 4.5:1 on the light list's white and grey rows and the panel's grey (the tight orange
+# and the fits green used to fall short of it on light greys).
+FIT_COLOURS = {"fits": "#1a7440", "tight": "#8f5b07", "won't fit": "#c0392b"}
 FIT_COLOURS_DARK = {"fits": "#58d68d", "tight": "#f5b041", "won't fit": "#ff6b6b"}  # for contrast on grey
 RATE_WINDOW_S = 3.0
 

@@ -1,5 +1,11 @@
-"""What is on disk: the downloaded models with their sizes (Use this model, Delete), and the
-partial downloads left by a pause, a crash or a closed window (Resume, Remove).
+"""What is on disk: the downloaded models with their sizes (Use this model, Delete), the other
+models in the models folders (the bundled one, files put there by hand: Use this model), and
+the partial downloads left by a pause, a crash or a closed window (Resume, Remove).
+
+The first two together are what `llamadesk models` lists, found the same way: a library that
+showed only Hub pulls said "none yet" beside the bundled model the chat was running. The
+others have no Delete: the bundled model is assembled again on the next start, and a file the
+user put there is theirs to remove.
 
 A partial is allocated whole when its download starts, so it takes the file's full size on
 disk however little arrived; it is listed with both figures, so nothing taking space goes
@@ -10,10 +16,13 @@ usable.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QPushButton, QTreeWidget, QTreeWidgetItem, QWidget
 
 from app.engine.gguf import human_size
+from app.engine.models import ModelInfo, default_model_path
 from app.hub.library import Downloaded, Partial
 from app.ui.models.worker import Listing
 
@@ -46,8 +55,11 @@ class LibraryView(QTreeWidget):
         head.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         head.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
         self.models = QTreeWidgetItem(["Downloaded models", "", ""])
+        self.others = QTreeWidgetItem(["Other models in the models folders", "", ""])
+        self.others.setToolTip(0, "The bundled model and GGUF files put in a models folder, as "
+                                  "`llamadesk models` lists them")
         self.partial = QTreeWidgetItem(["Partial downloads", "", ""])
-        self.addTopLevelItems([self.models, self.partial])
+        self.addTopLevelItems([self.models, self.others, self.partial])
         self.listing: Listing | None = None
         self.in_use: str | None = None  # the chat's model: not deleted from under it
         self.busy: set[str] = set()  # specs downloading now: their partial is not removed
@@ -56,7 +68,7 @@ class LibraryView(QTreeWidget):
 
     def show_listing(self, listing: Listing) -> None:
         self.listing = listing
-        for top in (self.models, self.partial):
+        for top in (self.models, self.others, self.partial):
             top.takeChildren()
         self.use_buttons, self.delete_buttons = {}, {}
         total = sum(d.size for d in listing.downloaded)
@@ -65,15 +77,20 @@ class LibraryView(QTreeWidget):
         for d in listing.downloaded:
             self._model_row(d)
         if not listing.downloaded:
-            QTreeWidgetItem(self.models, ["none yet", "", ""])
+            QTreeWidgetItem(self.models, ["none yet: search the Hub above", "", ""])
+        self.others.setText(0, f"Other models in the models folders ({len(listing.others)})")
+        self.others.setText(1, human_size(sum(m.size for m in listing.others)) if listing.others else "")
+        for m in listing.others:
+            self._other_row(m)
+        self.others.setHidden(not listing.others)
         self.partial.setText(0, f"Partial downloads ({len(listing.partials)})")
         held = sum(p.on_disk for p in listing.partials)
         self.partial.setText(1, f"{human_size(held)} on disk" if listing.partials else "")
         for p in listing.partials:
             self._partial_row(p)
         self.partial.setHidden(not listing.partials)
-        self.models.setExpanded(True)
-        self.partial.setExpanded(True)
+        for top in (self.models, self.others, self.partial):
+            top.setExpanded(True)
 
     def _model_row(self, d: Downloaded) -> None:
         item = QTreeWidgetItem(self.models, [f"{d.repo} / {d.name}", human_size(d.size), ""])
@@ -92,6 +109,25 @@ class LibraryView(QTreeWidget):
         self.setItemWidget(item, 2, _buttons(use, delete))
         self.use_buttons[str(d.path)] = use
         self.delete_buttons[str(d.path)] = delete
+
+    def _other_row(self, m: ModelInfo) -> None:
+        bundled = m.path == str(default_model_path().resolve())
+        name = f"{m.file} (bundled default)" if bundled else m.file
+        shown = f"{name}: unusable" if m.error else name
+        item = QTreeWidgetItem(self.others, [shown, human_size(m.size), ""])
+        item.setToolTip(0, m.path + (f"\n{m.error}" if m.error else ""))
+        item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        use = QPushButton("Use this model")
+        use.setToolTip("Load it in the chat")
+        use.clicked.connect(lambda _c=False, p=m.path: self.use_requested.emit(p))
+        if m.error:
+            use.setEnabled(False)
+            use.setToolTip(m.error)
+        elif self.in_use and str(Path(self.in_use).resolve()) == m.path:
+            use.setEnabled(False)
+            use.setText("In use")
+        self.setItemWidget(item, 2, _buttons(use))
+        self.use_buttons[m.path] = use
 
     def _partial_row(self, p: Partial) -> None:
         size = f"{human_size(p.done)} of {human_size(p.size)}" if p.size else "?"
@@ -128,6 +164,9 @@ class LibraryView(QTreeWidget):
 
     def downloaded_paths(self) -> list[str]:
         return [str(d.path) for d in self.listing.downloaded] if self.listing else []
+
+    def other_paths(self) -> list[str]:
+        return [m.path for m in self.listing.others] if self.listing else []
 
     def partial_names(self) -> list[str]:
         return [p.name for p in self.listing.partials] if self.listing else []

@@ -7,6 +7,9 @@ Every failure (a 401 and its licence URL, a 404, a full disk, no network) is tha
 coloured as an error; the window never shows a traceback. A model becomes usable only
 once app.hub has checked its sha256 and renamed it into place, so the list of downloaded
 models and the chat's picker never show a half-downloaded file.
+
+Esc and the platform's Close keys (Ctrl+W) close it, as they do a dialog: it is a window
+of its own, opened from the chat for a moment, and a download under way goes on without it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -31,8 +35,16 @@ from app.ui.models.results import ResultsView
 from app.ui.models.service import HubService
 from app.ui.models.transfer import TransferBox
 from app.ui.models.worker import Found, Listing, PullJob
+from app.ui.widgets.levels import LevelLabel
 
-LEVEL_COLOURS = {"error": "#c0392b", "info": ""}
+COLOURED = ("error",)  # the status line's levels drawn in their colour; info is plain text
+
+
+def close_keys() -> list[QKeySequence]:
+    """Esc, and Close as this platform binds it (Ctrl+W among them, on every platform)."""
+    keys = [QKeySequence(Qt.Key.Key_Escape), *QKeySequence.keyBindings(QKeySequence.StandardKey.Close)]
+    ctrl_w = QKeySequence("Ctrl+W")
+    return keys if ctrl_w in keys else [*keys, ctrl_w]
 
 
 class ModelsWindow(QWidget):
@@ -51,7 +63,7 @@ class ModelsWindow(QWidget):
         self.search_button = QPushButton("Search")
         self.search_button.clicked.connect(self.search)
         self.context_note = QLabel()
-        self.status = QLabel("")
+        self.status = LevelLabel("")
         self.status.setObjectName("models-status")
         self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -62,6 +74,7 @@ class ModelsWindow(QWidget):
         self.job: PullJob | None = None  # the download shown in the transfer box
         self._build()
         self._wire()
+        self.close_shortcuts = [QShortcut(keys, self, self.close) for keys in close_keys()]
         self.resize(1000, 720)
 
     def _build(self) -> None:
@@ -106,8 +119,7 @@ class ModelsWindow(QWidget):
     def say(self, line: str, level: str = "info") -> None:
         """One line, whole on hover: a long licence URL is cut in the window, never wrapped."""
         self.status_level = level
-        colour = LEVEL_COLOURS.get(level, "")
-        self.status.setStyleSheet(f"color: {colour};" if colour else "")
+        self.status.set_level(level if level in COLOURED else "")
         self.status.setText(line)
         self.status.setToolTip(line)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.engine.gguf import human_size
+from app.engine.models import ModelInfo, discover
 from app.errors import LlamaDeskError
 from app.hub import api, library, pull
 from app.hub.api import RemoteFile
@@ -59,9 +60,19 @@ class Found:
 
 @dataclass
 class Listing:
+    """What is on disk. `others` are the GGUF files `llamadesk models` lists that no Hub pull
+    made (the bundled model, files dropped in a models folder), read by the same discovery."""
+
     downloaded: list[library.Downloaded]
     partials: list[library.Partial]
     disk_free: int
+    others: list[ModelInfo] = field(default_factory=list)
+
+
+def other_models(downloaded: list[library.Downloaded]) -> list[ModelInfo]:
+    """`llamadesk models`'s list, less the pulled files `downloaded` already shows."""
+    pulled = {str(d.path.resolve()) for d in downloaded}
+    return [m for m in discover() if m.path not in pulled]
 
 
 @dataclass
@@ -132,7 +143,8 @@ class HubWorker(QObject):
     @Slot()
     def list_library(self) -> None:
         try:
-            self.listed.emit(Listing(library.downloaded(), library.partials(), free_disk(library.root())))
+            got = library.downloaded()
+            self.listed.emit(Listing(got, library.partials(), free_disk(library.root()), other_models(got)))
         except Exception as e:  # noqa: BLE001
             self.failed.emit("list", one_line(e))
 
