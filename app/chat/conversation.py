@@ -39,6 +39,9 @@ class LiveConversation:
     # Why the stored reply format could not be used (it reads as text then), said once on opening.
     format_note: str | None = None
     tools: ToolSet = field(default_factory=ToolSet)  # what its next replies may call
+    # Replies of its current turn that called tools (the tool loop's bound); kept with the
+    # conversation, since its turn may go on while another conversation is shown.
+    tool_rounds: int = 0
 
     def waiting_calls(self) -> list[ToolCall]:
         """The last reply's calls that have no result yet (a declared tool's: the user answers)."""

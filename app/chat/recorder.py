@@ -186,7 +186,7 @@ class TurnRecorder:
         self._guard("save the tools", lambda: self.store.set_tools(conv_id, tools))
 
     def remove(self, message_ids: Sequence[int | None]) -> None:
-        """Messages taken back by regenerate or edit."""
+        """Messages taken back by regenerate or edit, once the turn that replaces them is sent."""
         def delete() -> None:
             for mid in message_ids:
                 if mid is not None:

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMainWindow,
+    QMessageBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -44,6 +45,7 @@ from app.ui.chat.tools_chooser import ToolsChooser, follow_tools
 from app.ui.chat.view import ChatView
 from app.ui.chat.welcome import ChatArea
 from app.ui.compare.window import CompareWindow, compare_choices
+from app.ui.help_menu import HelpMenu
 from app.ui.history.actions import HistoryActions, open_store
 from app.ui.history.panel import HistoryPanel
 from app.ui.load_notes import LoadNotes
@@ -133,6 +135,7 @@ class MainWindow(QMainWindow):
                                       new_chat=self.new_chat, parent=self,
                                       status=lambda text, ms: self.statusBar().showMessage(text, ms))
         self.history.opened.connect(self._on_conversation_opened)
+        self.help_menu = HelpMenu(self, lambda: self.loaded)  # the last menu: Help goes at the end
         if self._startup_notes:
             self.bar.show_message("  ·  ".join(self._startup_notes), "warning")
         self.model_bar.streaming.setChecked(self.config.streaming)
@@ -200,12 +203,16 @@ class MainWindow(QMainWindow):
         self.bar.action_triggered.connect(self._on_bar_action)
         self.view.copied.connect(lambda _c: self.statusBar().showMessage("Code copied", 2000))
         self.chat_area.welcome.example_chosen.connect(self.ask_example)
-        for keys, slot in (("Ctrl+N", self.new_chat), ("Esc", self.flow.stop),
-                           ("Ctrl+Shift+S", self.toggle_streaming),
-                           ("Ctrl+L", self.focus_composer), ("Ctrl+,", self.open_settings),
-                           ("Ctrl+B", self.open_batch), ("Ctrl+Shift+C", self.open_compare)):
+        for keys, what, slot in (("Ctrl+N", "Start a new conversation", self.new_chat),
+                                 ("Esc", "Stop the reply", self.flow.stop),
+                                 ("Ctrl+Shift+S", "Streaming on or off", self.toggle_streaming),
+                                 ("Ctrl+L", "Go to the message box", self.focus_composer),
+                                 ("Ctrl+,", "Settings", self.open_settings),
+                                 ("Ctrl+B", "Batch", self.open_batch),
+                                 ("Ctrl+Shift+C", "Compare", self.open_compare)):
             sc = QShortcut(QKeySequence(keys), self)
             sc.setContext(Qt.ShortcutContext.WindowShortcut)
+            sc.setWhatsThis(what)  # its name in Help > Keyboard shortcuts
             sc.activated.connect(slot)
 
     # -- model ----------------------------------------------------------------
@@ -398,7 +405,27 @@ class MainWindow(QMainWindow):
             self.store = None
         return ok
 
+    def confirm_quit(self) -> bool:
+        """Whether to close while a reply is being written: its text so far would be kept, cut."""
+        running = self.flow.generating_conversation
+        if self._closing or running is None:
+            return True
+        title = running.title or "a new conversation"
+        box = QMessageBox(QMessageBox.Icon.Question, "Quit LlamaDesk?",
+                          f"A reply is still being written in «{title}».", parent=self)
+        box.setInformativeText("Quit anyway, and what it has written so far is kept, marked "
+                               "interrupted; or cancel and let it finish.")
+        quit_anyway = box.addButton("Quit anyway", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(box.addButton(QMessageBox.StandardButton.Cancel))
+        box.exec()
+        return box.clickedButton() is quit_anyway
+
     def closeEvent(self, ev) -> None:
+        # Only the user's own close asks (the title bar, Alt+F4); one the program makes (Ctrl+C
+        # in the terminal, a test) means it.
+        if ev.spontaneous() and not self.confirm_quit():
+            ev.ignore()
+            return
         self.shutdown()
         super().closeEvent(ev)
         self.closed.emit()

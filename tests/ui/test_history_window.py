@@ -146,24 +146,6 @@ def test_a_reply_is_in_the_database_while_it_is_generated(qtbot, make_window):
     assert final.stats == blocker.args[0].stats
 
 
-def test_switching_mid_reply_stops_it_and_keeps_its_text_as_interrupted(qtbot, make_window):
-    other = seed("Tell me about owls.", "Owls hunt at night.")
-    win = make_window(small_config(max_tokens=600))
-    win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
-    win.composer.set_text(LONG)
-    assert win.flow.send()
-    qtbot.waitUntil(lambda: len("".join(win.flow._parts)) > 20, timeout=30_000)
-    cut = win.flow.conversation.id
-    click(qtbot, win.history_panel, other)
-    assert not win.flow.busy and win.flow.conversation.id == other
-    with Store.open() as s:
-        reply = s.get_conversation(cut).messages[-1]
-    assert reply.state == "interrupted" and len(reply.content) > 20
-    click(qtbot, win.history_panel, cut)
-    assert "interrupted (partial reply)" in win.view.toPlainText()
-    assert reply.content.strip()[:15] in win.view.toPlainText()
-
-
 CRASH = textwrap.dedent("""
     import os, signal
     from app.history.store import Store, default_path

@@ -1,5 +1,14 @@
 """Sending, streaming, stopping: the GUI-thread side of one reply at a time.
 
+The reply belongs to the conversation it was asked in, not to the one on
+screen: the user may open another conversation, or start a new one, while it
+is written, and it goes on to its end and is sealed with its stats as if it
+had been watched; coming back to it shows it streaming again from what it has
+so far. The engine decodes one reply at a time, so a question sent elsewhere
+meanwhile is refused in one line, its text left in the box: queued, it would
+start at some later moment the user does not see, on whatever model and
+settings are current then. Stop ends only the reply of the conversation shown.
+
 Engine events arrive as queued signals and are only recorded here; two timers
 do the painting. The frame timer (16 ms) appends the text received since the
 last frame, so a burst of tokens costs one paint, never one per token. The
@@ -53,15 +62,32 @@ from app.ui.widgets.message_bar import MessageBar
 FRAME_MS = 16
 GAUGE_MS = 100
 JSON_FENCE = "```json\n"  # a JSON reply's live text opens its code box (JSON has no line of ```)
+OPEN_GENERATING = "open-generating"  # the message bar's key: open the conversation whose reply runs
+
+
+class _Running:
+    """The reply being generated, with the conversation it belongs to (shown or not)."""
+
+    def __init__(self, job: Job, conversation: LiveConversation, turn: Turn | None, gauges: LiveGauges,
+                 opening: str) -> None:
+        self.job, self.conversation, self.turn, self.gauges = job, conversation, turn, gauges
+        self.opening = opening  # what its live text starts with (JSON_FENCE for a JSON reply)
+        self.parts: list[str] = []
+        self.painted = 0  # how many of `parts` the view shows (0 again once it shows another conversation)
+
+    @property
+    def title(self) -> str:
+        return self.conversation.title or "a new conversation"
 
 
 class ChatFlow(QObject):
     reply_started = Signal()
     reply_finished = Signal(object)  # the assistant LiveMessage
     reply_failed = Signal(str)
-    busy_changed = Signal(bool)
+    busy_changed = Signal(bool)  # whether the conversation shown has its reply being generated
     conversation_changed = Signal(object)  # the LiveConversation now shown (new or opened)
     tool_waiting = Signal(object)  # the calls of declared tools the user is to answer ([] : none now)
+    generating_changed = Signal(object)  # the id of the conversation whose reply is generated, or None
 
     def __init__(self, bridge: EngineBridge, view: ChatView, composer: Composer, panel: GaugesPanel,
                  bar: MessageBar, settings: Callable[[], GenerationSettings],
@@ -71,21 +97,19 @@ class ChatFlow(QObject):
         self.settings_source, self._streaming = settings, streaming
         self.conversation = LiveConversation()
         self.recorder = recorder  # None: no history store, the chat is not saved
-        self.gauges = LiveGauges()
+        self.gauges = LiveGauges()  # the conversation shown: its timeline, and its reply while one runs
         self.model_ready = False
         self.n_ctx = 0
-        self.job: Job | None = None
-        self._parts: list[str] = []
-        self._painted = 0  # how many of _parts the view already shows
-        self._opening = ""  # what the live reply's text starts with (JSON_FENCE for a JSON reply)
-        self._round = 0  # the turn's replies so far that called tools (the loop's bound)
+        self._run: _Running | None = None
+        # Messages Edit last took out of the conversation shown: they leave the store only when
+        # the edited question is sent there, so a switch or New chat in between keeps them.
+        self._taken_back: list[int] = []
         self._frame = QTimer(self)
         self._frame.setInterval(FRAME_MS)
         self._frame.timeout.connect(self._paint_frame)
         self._gauge = QTimer(self)
         self._gauge.setInterval(GAUGE_MS)
         self._gauge.timeout.connect(self._refresh_gauges)
-        self._turn: Turn | None = None  # the store rows of the reply being generated
         self._save = QTimer(self)
         self._save.setInterval(int(SAVE_EVERY_S * 1000))
         self._save.timeout.connect(self._save_progress)
@@ -96,10 +120,38 @@ class ChatFlow(QObject):
         view.restyled.connect(self.rerender)
         composer.send_clicked.connect(self.send)
         composer.stop_clicked.connect(self.stop)
+        self._tool_line = ""  # the bar's request for a declared tool's result, while that call waits
+        self.tool_waiting.connect(self._ask_for_results)
+
+    @property
+    def job(self) -> Job | None:
+        """The reply being generated, in whichever conversation."""
+        return self._run.job if self._run is not None else None
+
+    @property
+    def generating(self) -> bool:
+        """A reply is being generated, in the conversation shown or another."""
+        return self._run is not None
 
     @property
     def busy(self) -> bool:
-        return self.job is not None
+        """The conversation shown has its reply being generated."""
+        return self._run is not None and self._run.conversation is self.conversation
+
+    @property
+    def generating_conversation(self) -> LiveConversation | None:
+        return self._run.conversation if self._run is not None else None
+
+    def _engine_taken(self, kept: str = " (your message is kept)") -> bool:
+        """The engine writes another conversation's reply: say where in one line, and refuse."""
+        run = self._run
+        if run is None or run.conversation is self.conversation:
+            return False
+        opened = run.conversation.id is not None
+        self.bar.show_message(f"A reply is still being written in «{run.title}»: wait for it or stop it "
+                              f"there{kept}.", "info",
+                              action="Open it" if opened else "", key=OPEN_GENERATING if opened else "")
+        return True
 
     # -- user actions -------------------------------------------------------
     def send(self) -> bool:
@@ -109,6 +161,8 @@ class ChatFlow(QObject):
         if not self.model_ready:
             self.bar.show_message("No model is loaded yet: pick one in the Model list "
                                   "(your message is kept).", "warning")
+            return False
+        if self._engine_taken():
             return False
         try:
             settings = self.turn_settings()
@@ -121,7 +175,19 @@ class ChatFlow(QObject):
         return True
 
     def stop(self) -> None:
-        self.bridge.stop()
+        """Stop the reply of the conversation shown; one written elsewhere goes on."""
+        if self.busy:
+            self._run.job.cancel.cancel()
+
+    def leave_reply(self, conv_id: int | None) -> None:
+        """The conversation is going (deleted): its reply stops now, its text so far sealed as
+        interrupted, so an Undo brings back what was shown."""
+        run = self._run
+        if run is None or conv_id is None or run.conversation.id != conv_id:
+            return
+        run.job.cancel.cancel()
+        self._cut_reply()
+        self._end_job()  # its late events and reply are ignored by job id
 
     def turn_settings(self) -> GenerationSettings:
         """The window's settings for the next turn, held to the conversation's reply format."""
@@ -144,9 +210,9 @@ class ChatFlow(QObject):
         if self.recorder is not None and conv.id is not None:
             self.recorder.save_tools(conv.id, tools.to_json())
 
-    def _calls(self, round_no: int):
+    def _calls(self, conv: LiveConversation, round_no: int):
         try:
-            return self.conversation.tools.calls(round_no)
+            return conv.tools.calls(round_no)
         except ToolSetError as e:
             self.bar.show_message(f"{e}: this reply is text", "warning")
             return None
@@ -154,50 +220,70 @@ class ChatFlow(QObject):
     def give_result(self, text: str) -> bool:
         """The user's result for the first waiting call of a declared tool; once every call has
         its result, the model is asked again."""
-        waiting = self.conversation.waiting_calls()
-        if self.busy or not waiting or not self.model_ready:
+        conv = self.conversation
+        waiting = conv.waiting_calls()
+        if self.busy or not waiting or not self.model_ready or self._engine_taken(" (the result is kept)"):
             return False
-        self._add_result(waiting[0], text)
-        self._after_results()
+        self._commit_taken_back()
+        self._add_result(conv, waiting[0], text)
+        self._after_results(conv)
         return True
 
-    def _add_result(self, call: ToolCall, result: str) -> None:
-        conv = self.conversation
+    def _add_result(self, conv: LiveConversation, call: ToolCall, result: str) -> None:
         msg = LiveMessage("tool", result, tool_call_id=call.id, tool_name=call.name)
         conv.messages.append(msg)
         if self.recorder is not None:
             msg.id = self.recorder.tool_result(conv.id, call, result)
-        self.view.add_message(msg)
+        if conv is self.conversation:
+            self.view.add_message(msg)
 
-    def _after_calls(self, calls: tuple[ToolCall, ...]) -> None:
+    def _after_calls(self, conv: LiveConversation, calls: tuple[ToolCall, ...]) -> None:
         """A reply made calls: run the built-in ones, then ask again or wait for the user."""
-        ran = run_builtin(calls, self.conversation.tools)
+        ran = run_builtin(calls, conv.tools)
         for call, result in ran.done:
-            self._add_result(call, result)
-        self._after_results()
+            self._add_result(conv, call, result)
+        self._after_results(conv)
 
-    def _after_results(self) -> None:
-        waiting = self.conversation.waiting_calls()
-        self.tool_waiting.emit(waiting)
+    def _after_results(self, conv: LiveConversation) -> None:
+        waiting = conv.waiting_calls()
+        shown = conv is self.conversation
+        if shown:
+            self.tool_waiting.emit(waiting)
         if waiting:
             names = ", ".join(dict.fromkeys(c.name for c in waiting))
-            self.bar.show_message(f"The model called {names}: give the result below and send it", "info")
+            if not shown:  # the conversation shown says it through tool_waiting
+                self.bar.show_message(f"In «{conv.title or 'a new conversation'}» the model called {names}: "
+                                      "open it to give the result", "info")
             return
-        self._round += 1
-        self._continue(self._round)
+        conv.tool_rounds += 1
+        self._continue(conv, conv.tool_rounds)
 
-    def _continue(self, round_no: int) -> None:
+    def _ask_for_results(self, waiting: list[ToolCall]) -> None:
+        """The bar asks for the results while the conversation shown has calls waiting, and
+        takes the line back once none does (answered, a new question, another conversation
+        shown), unless the bar has said something else since."""
+        if waiting:
+            names = ", ".join(dict.fromkeys(c.name for c in waiting))
+            self._tool_line = f"The model called {names}: give the result below and send it"
+            self.bar.show_message(self._tool_line, "info")
+        elif self._tool_line:
+            self.bar.withdraw(self._tool_line)
+            self._tool_line = ""
+
+    def _continue(self, conv: LiveConversation, round_no: int) -> None:
         """The model's next reply after the tool results (no question of its own)."""
-        conv = self.conversation
-        settings = self.turn_settings()
+        settings = self.settings_source()  # no reply format: the tool format holds this reply
+        turn = None
         if self.recorder is not None and conv.id is not None:
-            self._turn = self.recorder.begin_continuation(conv.id, [m.id for m in conv.messages])
+            turn = self.recorder.begin_continuation(conv.id, [m.id for m in conv.messages])
         job = Job(conv.history(), None, replace(settings, constraint=None), conv.system(),
-                  tools=self._calls(round_no), round=round_no)
-        self._start(job)
+                  tools=self._calls(conv, round_no), round=round_no)
+        self._start(conv, job, turn)
 
     def regenerate(self) -> bool:
         if self.busy or not self.model_ready or not self.conversation.can_regenerate():
+            return False
+        if self._engine_taken(""):
             return False
         text = self._take_back()
         self.view.truncate(len(self.conversation.messages))
@@ -205,7 +291,8 @@ class ChatFlow(QObject):
         return True
 
     def edit_last(self) -> bool:
-        """Take the last question back into the composer; its reply goes away."""
+        """Take the last question back into the composer; its exchange leaves the view now and
+        the store only once the edited question is sent (a switch or New chat keeps it)."""
         if self.busy or self.conversation.last_user_index() is None:
             return False
         text = self._take_back()
@@ -219,24 +306,54 @@ class ChatFlow(QObject):
         if got is None:
             return None
         text, removed = got
-        if self.recorder is not None:
-            self.recorder.remove([m.id for m in removed])
+        self._taken_back.extend(m.id for m in removed if m.id is not None)
         return text
 
+    def _commit_taken_back(self) -> None:
+        """The conversation shown moves on without the exchanges taken back: now they go."""
+        ids, self._taken_back = self._taken_back, []
+        if ids and self.recorder is not None:
+            self.recorder.remove(ids)
+
     def new_chat(self, conversation: LiveConversation | None = None) -> None:
-        if self.busy:
-            self.bridge.stop()
-            self._cut_reply()
-            self._end_job()  # its late events and reply are ignored by job id
+        """Show `conversation` (None: a new one). A reply being written goes on wherever it
+        belongs; opening its conversation shows it streaming."""
+        run = self._run
+        if (conversation is not None and run is not None and conversation.id is not None
+                and conversation.id == run.conversation.id):
+            conversation = run.conversation  # the store's copy holds the growing reply as a message
+        was_busy = self.busy
+        self._taken_back = []
+        self._restyle = False
         self.conversation = conversation or LiveConversation()
-        self._round = 0
         self.view.show_conversation(self.conversation.messages)
         self.tool_waiting.emit(self.conversation.waiting_calls())
-        # The timeline is this conversation's: its replies from their stored stats, or none.
-        self.gauges.new_conversation([m.stats for m in self.conversation.messages
-                                      if m.role == "assistant" and m.stats is not None])
+        if run is not None and self.busy:
+            self.gauges = run.gauges
+            run.painted = 0
+            self.view.begin_live(self._waiting_line(0.0))
+            self._paint_frame()
+        else:
+            if run is not None and self.gauges is run.gauges:
+                self.gauges = self._fresh_gauges()
+            # The timeline is this conversation's: its replies from their stored stats, or none.
+            self.gauges.new_conversation(self._stored_stats(self.conversation))
+        self.composer.set_busy(self.busy)
+        if was_busy != self.busy:
+            self.busy_changed.emit(self.busy)
         self._refresh_gauges()
         self.conversation_changed.emit(self.conversation)
+
+    @staticmethod
+    def _stored_stats(conv: LiveConversation):
+        return [m.stats for m in conv.messages if m.role == "assistant" and m.stats is not None]
+
+    def _fresh_gauges(self, conv: LiveConversation | None = None) -> LiveGauges:
+        """Gauges of their own for a conversation, on the loaded model's figures."""
+        g = LiveGauges(n_ctx=self.gauges.n_ctx, limits=self.gauges.limits, gflop_s=self.gauges.gflop_s)
+        if conv is not None:
+            g.new_conversation(self._stored_stats(conv))
+        return g
 
     def use_model(self, n_ctx: int, limits: Limits | None) -> None:
         """A model (or server) finished loading: its context is empty and `n_ctx` long, so the
@@ -256,54 +373,64 @@ class ChatFlow(QObject):
     # -- one reply ----------------------------------------------------------
     def _ask(self, text: str, settings: GenerationSettings) -> None:
         conv = self.conversation
-        self._round = 0
+        self._commit_taken_back()
+        conv.tool_rounds = 0
         self.tool_waiting.emit([])  # a new question: calls left unanswered stay so
         idx = conv.add("user", text)
         self.view.add_message(conv.messages[idx])
-        tools = self._calls(0)
+        tools = self._calls(conv, 0)
         if tools is not None:  # the tool format holds the reply; a reply format cannot too
             settings = replace(settings, constraint=None)
+        turn = None
         if self.recorder is not None:
-            self._turn = self.recorder.begin(conv.id, text, conv.system(), settings,
-                                             [m.id for m in conv.messages[:idx]],
-                                             reply_format=conv.reply_format.to_json(),
-                                             tools=conv.tools.to_json())
-            if self._turn is not None:
-                conv.id = self._turn.conversation_id
-                conv.messages[idx].id = self._turn.user_message_id
-        self._start(Job(conv.history(idx), text, settings, conv.system(), tools=tools))
+            turn = self.recorder.begin(conv.id, text, conv.system(), settings,
+                                       [m.id for m in conv.messages[:idx]],
+                                       reply_format=conv.reply_format.to_json(),
+                                       tools=conv.tools.to_json())
+            if turn is not None:
+                conv.id = turn.conversation_id
+                conv.messages[idx].id = turn.user_message_id
+        self._start(conv, Job(conv.history(idx), text, settings, conv.system(), tools=tools), turn)
 
-    def _start(self, job: Job) -> None:
+    def _start(self, conv: LiveConversation, job: Job, turn: Turn | None) -> None:
         settings = job.settings
-        self.job = job
-        self._parts, self._painted = [], 0
-        self._opening = JSON_FENCE if reply_kind(settings.constraint) or job.tools is not None else ""
-        self.gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming(),
-                          constrained=settings.constraint is not None)
-        self.view.begin_live(self._waiting_line(0.0))
-        self.composer.set_busy(True)
-        self.busy_changed.emit(True)
+        shown = conv is self.conversation
+        gauges = self.gauges if shown else self._fresh_gauges(conv)
+        opening = JSON_FENCE if reply_kind(settings.constraint) or job.tools is not None else ""
+        self._run = _Running(job, conv, turn, gauges, opening)
+        gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming(),
+                     constrained=settings.constraint is not None)
+        if shown:
+            self.view.begin_live(self._waiting_line(0.0))
+            self.composer.set_busy(True)
+            self.busy_changed.emit(True)
         self.bridge.submit(job)
         self._frame.start()
         self._gauge.start()
         self._save.start()
         self._refresh_gauges()
+        self.generating_changed.emit(conv.id)
         self.reply_started.emit()
 
     def _on_event(self, job_id: int, ev) -> None:
-        if self.job is None or job_id != self.job.id:
+        run = self._run
+        if run is None or job_id != run.job.id:
             return
-        self.gauges.feed(ev, time.perf_counter())
+        run.gauges.feed(ev, time.perf_counter())
         if isinstance(ev, TextDelta):
-            self._parts.append(ev.text)
+            run.parts.append(ev.text)
 
     def _paint_frame(self) -> None:
-        if self._streaming() and self._painted < len(self._parts):
-            opening = self._opening if self._painted == 0 else ""
-            self.view.live_append(opening + "".join(self._parts[self._painted:]))
-            self._painted = len(self._parts)
+        run = self._run
+        if run is not None and self.busy and self._streaming() and run.painted < len(run.parts):
+            opening = run.opening if run.painted == 0 else ""
+            self.view.live_append(opening + "".join(run.parts[run.painted:]))
+            run.painted = len(run.parts)
 
     def _waiting_line(self, elapsed: float) -> str:
+        reading = self.gauges.prompt_progress()  # the prompt's own count while it is read
+        if reading is not None:
+            return f"reading the prompt… {elapsed:.1f} s · {reading}"
         if self._streaming():
             return f"waiting for the first token… {elapsed:.1f} s"
         return f"generating the full reply… {elapsed:.1f} s · {self.gauges.generated} tokens"
@@ -311,12 +438,12 @@ class ChatFlow(QObject):
     def _refresh_gauges(self) -> None:
         snap = self.gauges.snapshot(time.perf_counter())
         self.panel.show_snapshot(snap)
-        if self.busy and not (self._streaming() and self._parts):
+        if self.busy and not (self._streaming() and self._run.parts):
             self.view.live_status(self._waiting_line(snap.elapsed_s))
 
     def _current(self, job: Job) -> bool:
         self.bridge.job_done(job)
-        return self.job is not None and job.id == self.job.id
+        return self._run is not None and job.id == self._run.job.id
 
     def _on_replied(self, job: Job, reply: Reply) -> None:
         if not self._current(job):
@@ -327,20 +454,33 @@ class ChatFlow(QObject):
         if reply.stats.stop_reason == "cancelled" and not reply.text:
             self._fail("Stopped before the first token", False, reply, level="info")
             return
+        run = self._run
+        conv, shown = run.conversation, self.busy
         msg = LiveMessage("assistant", reply.text, stats=reply.stats,
                           format=reply.format or reply_kind(job.settings.constraint),
                           tool_calls=reply.tool_calls)
-        for i in self.conversation.mark_dropped(reply.dropped):
-            self.view.update_message(i, self.conversation.messages[i])
-        self.conversation.messages.append(msg)
-        if self.recorder is not None and self.recorder.finish(self._turn, reply):
-            msg.id = self._turn.reply_message_id
-        self.view.end_live(msg)  # the whole reply, once, as Markdown (both modes)
-        self.gauges.finish(reply.stats, time.perf_counter())
+        for i in conv.mark_dropped(reply.dropped):
+            if shown:
+                self.view.update_message(i, conv.messages[i])
+        conv.messages.append(msg)
+        if self.recorder is not None and self.recorder.finish(run.turn, reply):
+            msg.id = run.turn.reply_message_id
+        if shown:
+            self.view.end_live(msg)  # the whole reply, once, as Markdown (both modes)
+        self._finish_gauges(run, reply.stats)
         self._end_job()
         self.reply_finished.emit(msg)
         if reply.tool_calls:
-            self._after_calls(reply.tool_calls)
+            self._after_calls(conv, reply.tool_calls)
+
+    def _finish_gauges(self, run: _Running, stats) -> None:
+        now = time.perf_counter()
+        if stats is not None:
+            run.gauges.finish(stats, now)
+        else:
+            run.gauges.fail(now)
+        if run.gauges is not self.gauges:  # the panel keeps the model's last prefill rate
+            self.gauges.gflop_s = run.gauges.gflop_s
 
     def _on_failed(self, job: Job, message: str, overflow: bool) -> None:
         if self._current(job):
@@ -348,67 +488,75 @@ class ChatFlow(QObject):
 
     def _fail(self, message: str, overflow: bool, reply: Reply | None, level: str = "error") -> None:
         """The one failure policy: text the user saw stays (interrupted); with none, the
-        question goes back in the box, since nothing of the turn was answered."""
-        text = reply.text if reply is not None else "".join(self._parts)
+        question goes back in the box, since nothing of the turn was answered. A question asked
+        in a conversation not shown now stays in it instead: the box holds another's text."""
+        run = self._run
+        conv, shown = run.conversation, self.busy
+        where = "" if shown else f"In «{run.title}»: "
+        text = reply.text if reply is not None else "".join(run.parts)
         stats = reply.stats if reply is not None else None
         kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
         if text:
-            fmt = reply_kind(self.job.settings.constraint) if self.job is not None else None
-            msg = LiveMessage("assistant", text, stats=stats, state=INTERRUPTED, format=fmt)
-            self.conversation.messages.append(msg)
-            if self.recorder is not None and self.recorder.abandon(self._turn, text, stats=stats):
-                msg.id = self._turn.reply_message_id
-            self.view.end_live(msg)
-            if stats is not None:
-                self.gauges.finish(stats, time.perf_counter())
-            else:
-                self.gauges.fail(time.perf_counter())
+            msg = LiveMessage("assistant", text, stats=stats, state=INTERRUPTED,
+                              format=reply_kind(run.job.settings.constraint))
+            conv.messages.append(msg)
+            if self.recorder is not None and self.recorder.abandon(run.turn, text, stats=stats):
+                msg.id = run.turn.reply_message_id
+            if shown:
+                self.view.end_live(msg)
+            self._finish_gauges(run, stats)
             self._end_job()
-            self.bar.show_message(kind + message + " (the reply so far is kept)", level)
+            self.bar.show_message(where + kind + message + " (the reply so far is kept)", level)
             self.reply_failed.emit(message)
             return
+        asked = run.job.user_text is not None
         if self.recorder is not None:
-            turn = self._turn
-            self.recorder.abandon(turn, "")
-            if turn is not None and turn.created:  # the store dropped the conversation it began
-                self.conversation.id = None
-        if self.job is not None and self.job.user_text is None:  # after tool results: they stay
-            self.gauges.fail(time.perf_counter())
+            self.recorder.abandon(run.turn, "", keep_question=not shown)
+            if shown and asked and run.turn is not None and run.turn.created:
+                conv.id = None  # the store dropped the conversation it began
+        if not shown or not asked:  # after tool results they stay; elsewhere, so does the question
+            self._finish_gauges(run, None)
             self._end_job()
-            self.bar.show_message(kind + message, level)
+            hint = " (the question is kept there: Edit last takes it back)" if asked else ""
+            self.bar.show_message(where + kind + message + hint, level)
             self.reply_failed.emit(message)
             return
-        got = self.conversation.take_last_exchange()
+        got = conv.take_last_exchange()
         question = got[0] if got else ""
-        self.view.truncate(len(self.conversation.messages))
+        self.view.truncate(len(conv.messages))
         typed = self.composer.text()
         self.composer.set_text(question + ("\n" + typed if typed.strip() else ""))
-        self.gauges.fail(time.perf_counter())
+        self._finish_gauges(run, None)
         self._end_job()
         hint = " (your message is back in the box)" if question else ""
         self.bar.show_message(kind + message + hint, level)
         self.reply_failed.emit(message)
 
     def _save_progress(self) -> None:
-        if self.recorder is not None and self.busy:
-            self.recorder.progress(self._turn, "".join(self._parts))
+        run = self._run
+        if self.recorder is not None and run is not None:
+            self.recorder.progress(run.turn, "".join(run.parts))
 
     def _cut_reply(self) -> None:
-        """The user left the reply (new chat, switch, close): the question stays, and so
-        does any text shown, sealed as interrupted."""
-        if self.recorder is not None and self.busy:
-            self.recorder.abandon(self._turn, "".join(self._parts), keep_question=True)
+        """The user left the reply (its conversation deleted, the window closed): the question
+        stays, and so does any text shown, sealed as interrupted."""
+        run = self._run
+        if self.recorder is not None and run is not None:
+            self.recorder.abandon(run.turn, "".join(run.parts), keep_question=True)
 
     def _end_job(self) -> None:
+        shown = self.busy
         self._frame.stop()
         self._gauge.stop()
         self._save.stop()
-        self._turn = None
-        self.job = None
-        self.view.discard_live()
-        self.composer.set_busy(False)
+        self._run = None
+        if shown:
+            self.view.discard_live()
+            self.composer.set_busy(False)
         self._refresh_gauges()
-        self.busy_changed.emit(False)
+        self.generating_changed.emit(None)
+        if shown:
+            self.busy_changed.emit(False)
         if self._restyle:
             self.rerender()
 

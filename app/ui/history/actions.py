@@ -10,9 +10,17 @@ status line as the rest. It is handed what it acts on (the store, the list,
 the chat flow and view, the message bar, the window's New chat and status
 line), not the window.
 
-Switching away from a reply being generated goes through ChatFlow.new_chat,
-which stops it and seals its text so far as "interrupted": switching never
-loses text. Deleting is a soft delete, so the message bar can offer Undo.
+The list's highlight is always the conversation on screen, which is what
+Export (Ctrl+E) saves: after New chat no row is highlighted, rather than the
+one left behind, so the list never shows one conversation while Export acts
+on another. Saving an older one is a click on it (it opens), then Export.
+
+Switching never touches a reply being generated: ChatFlow.new_chat only
+changes what is shown, the reply goes on in its own conversation, whose row
+the list marks, and opening that row shows it streaming again. Clicking the
+conversation already open does nothing to it (no reload, no redraw). Deleting
+the conversation whose reply runs stops it first, its text so far sealed as
+"interrupted"; deleting is a soft delete, so the message bar can offer Undo.
 
 The list follows the store, whoever writes it: after each turn (a question
 answered, or one stopped before its first token, whose new conversation the
@@ -36,7 +44,7 @@ from app.chat.conversation import LiveConversation
 from app.history import export as exporter
 from app.history.errors import StoreError
 from app.history.store import Store
-from app.ui.chat.flow import ChatFlow
+from app.ui.chat.flow import OPEN_GENERATING, ChatFlow
 from app.ui.chat.view import ChatView
 from app.ui.history.files import HistoryFiles, one_line
 from app.ui.history.panel import HistoryPanel
@@ -88,10 +96,13 @@ class HistoryActions(QObject):
         self.files.exported.connect(self._exported)
         self.files.imported.connect(self._imported)
         self.files.failed.connect(self._file_failed)
-        # The list follows the chat: a new chat appears with its first question.
-        self.flow.reply_started.connect(self.refresh)
-        self.flow.reply_finished.connect(lambda _m: self.refresh())
-        self.flow.reply_failed.connect(lambda _m: self.refresh())
+        # The list follows the chat: a new chat appears with its first question, and until
+        # then no row is highlighted, since the one highlighted is the one Export saves.
+        self.flow.conversation_changed.connect(lambda conv: self.panel.mark_current(conv.id))
+        self.flow.reply_started.connect(self._after_turn)
+        self.flow.reply_finished.connect(lambda _m: self._after_turn())
+        self.flow.reply_failed.connect(lambda _m: self._after_turn())
+        self.flow.generating_changed.connect(p.set_generating)
         self._seen: tuple | None = None  # the database file as of the last refresh
         self._watch = QTimer(self)
         self._watch.setInterval(WATCH_MS)
@@ -100,6 +111,7 @@ class HistoryActions(QObject):
         sc = QShortcut(QKeySequence("Ctrl+E"), parent)
         sc.setContext(Qt.ShortcutContext.WindowShortcut)
         sc.activated.connect(lambda: self.export_current())
+        sc.setWhatsThis("Export the conversation shown")  # its name in Help > Keyboard shortcuts
         self.export_shortcut = sc
         if self.store is None:  # the message bar already says why; an empty list would only confuse
             p.hide()
@@ -112,6 +124,12 @@ class HistoryActions(QObject):
         self._seen = self._file_state()
         self.panel.current_id = self.flow.conversation.id
         self.panel.refresh()
+
+    def _after_turn(self) -> None:
+        """A reply may end while the user renames another row: rebuilding the list would drop the
+        title being typed, so the file watcher brings the list up to date after it."""
+        if self.panel.list.state() != QAbstractItemView.State.EditingState:
+            self.refresh()
 
     def _file_state(self) -> tuple | None:
         """The database file and its write-ahead log as stat sees them: any commit changes one."""
@@ -132,7 +150,7 @@ class HistoryActions(QObject):
         if self.store is None:  # none, or the window closed it
             self._watch.stop()
             return
-        if self.flow.busy or self.panel.list.state() == QAbstractItemView.State.EditingState:
+        if self.flow.generating or self.panel.list.state() == QAbstractItemView.State.EditingState:
             return  # a reply's own saves; a title being typed: after
         if self._file_state() != self._seen:
             self.refresh()
@@ -144,7 +162,7 @@ class HistoryActions(QObject):
     def open(self, conv_id: int) -> bool:
         if self.store is None:
             return False
-        if conv_id == self.flow.conversation.id and not self.flow.busy:
+        if conv_id == self.flow.conversation.id:  # already shown, its reply (if any) streaming
             self._find_query()
             return True
         try:
@@ -153,8 +171,8 @@ class HistoryActions(QObject):
             self._error(f"Could not open the conversation: {one_line(e)}")
             self.refresh()
             return False
-        conv = LiveConversation.from_store(stored)
-        self.flow.new_chat(conv)  # stops a running reply first, keeping its text
+        self.flow.new_chat(LiveConversation.from_store(stored))  # a reply being written goes on
+        conv = self.flow.conversation  # the one being written, if that is the one opened
         self.opened.emit(conv)
         self.panel.mark_current(conv.id)  # not a rebuild: a double-click's second click needs the item
         self._find_query()
@@ -176,15 +194,17 @@ class HistoryActions(QObject):
         except (StoreError, ValueError) as e:
             self._error(f"Could not rename: {one_line(e)}")
         else:
-            if self.flow.conversation.id == conv_id:
-                self.flow.conversation.title = " ".join(title.split())
+            for conv in (self.flow.conversation, self.flow.generating_conversation):
+                if conv is not None and conv.id == conv_id:
+                    conv.title = " ".join(title.split())
         self.refresh()
 
     def delete(self, conv_id: int) -> None:
         item = self.panel.item_for(conv_id)
         title = item.text() if item is not None else str(conv_id)
+        self.flow.leave_reply(conv_id)  # its reply stops; its text is saved before the delete
         if self.flow.conversation.id == conv_id:
-            self._new_chat()  # stops a reply first; its text is saved before the delete
+            self._new_chat()
         try:
             self.store.delete_conversation(conv_id)
         except StoreError as e:
@@ -195,7 +215,11 @@ class HistoryActions(QObject):
         self.refresh()
 
     def _on_bar_action(self, key: str) -> None:
-        if key.startswith(UNDO_PREFIX):
+        if key == OPEN_GENERATING:
+            running = self.flow.generating_conversation
+            if running is not None and running.id is not None:
+                self.open(running.id)
+        elif key.startswith(UNDO_PREFIX):
             self.undo_delete(int(key[len(UNDO_PREFIX):]))
 
     def undo_delete(self, conv_id: int) -> None:

@@ -2,8 +2,10 @@
 
 The panel only reads the store and says what the user asked for (open,
 rename, delete, import, export) through signals; acting on the window's
-conversation is HistoryActions' job, so this widget stays testable alone and
-knows nothing about replies being generated.
+conversation is HistoryActions' job, so this widget stays testable alone. Of
+replies it knows only which conversation has one being written (it is told,
+`set_generating`), and marks that row: the reply goes on while another
+conversation is read, and the list is where the user finds it again.
 
 Each row is the title with a muted second line (when, how many messages).
 Renaming edits the title in place, so a delegate draws the two lines while the
@@ -13,9 +15,10 @@ item's own text stays the bare title that the editor changes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QPalette
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -34,6 +37,7 @@ from app.history import timestamps
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 META_ROLE = Qt.ItemDataRole.UserRole + 1
+WRITING = "writing a reply…"  # the marked row's second line
 
 
 def when(ts: float, now: float | None = None) -> str:
@@ -54,6 +58,13 @@ def when(ts: float, now: float | None = None) -> str:
 
 
 class _TwoLineDelegate(QStyledItemDelegate):
+    """Asks `generating()` at paint time, so marking a row never touches its item (an item's
+    data changed is what the list reads as a rename)."""
+
+    def __init__(self, generating: Callable[[], int | None], parent=None) -> None:
+        super().__init__(parent)
+        self.generating = generating
+
     def paint(self, painter, option, index) -> None:
         self.initStyleOption(option, index)
         style = option.widget.style() if option.widget else None
@@ -65,19 +76,32 @@ class _TwoLineDelegate(QStyledItemDelegate):
         selected = bool(option.state & QStyle.StateFlag.State_Selected)
         pal = option.palette
         fg = pal.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text)
+        writing = index.data(ID_ROLE) is not None and index.data(ID_ROLE) == self.generating()
+        # The palette's link colour reads on both themes' bases; on the selection, its own text colour.
+        mark = fg if selected else pal.color(QPalette.ColorRole.Link)
         painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         painter.setPen(fg)
         font = painter.font()
         font.setBold(True)
         painter.setFont(font)
         bold = painter.fontMetrics()
+        width = r.width()
+        if writing:
+            d = max(6, bold.height() // 2)
+            width -= d + 6
+            painter.setBrush(mark)
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.drawEllipse(QRectF(r.right() - d, r.y() + (bold.height() - d) / 2, d, d))
+            painter.setPen(fg)
         painter.drawText(r.x(), r.y() + bold.ascent(), bold.elidedText(text, Qt.TextElideMode.ElideRight,
-                                                                       r.width()))
+                                                                       width))
         font.setBold(False)
+        font.setItalic(writing)
         painter.setFont(font)
         muted = pal.color(QPalette.ColorRole.PlaceholderText)
-        painter.setPen(fg if selected else muted)
-        meta = index.data(META_ROLE) or ""
+        painter.setPen(mark if writing else fg if selected else muted)
+        meta = WRITING if writing else index.data(META_ROLE) or ""
         painter.drawText(r.x(), r.y() + bold.height() + 2 + fm.ascent(),
                          fm.elidedText(meta, Qt.TextElideMode.ElideRight, r.width()))
         painter.restore()
@@ -98,12 +122,13 @@ class HistoryPanel(QWidget):
         super().__init__(parent)
         self.store = store
         self.current_id: int | None = None
+        self.generating_id: int | None = None  # the conversation whose reply is being written
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search messages…")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(lambda _t: self.refresh())
         self.list = QListWidget()
-        self.list.setItemDelegate(_TwoLineDelegate(self.list))
+        self.list.setItemDelegate(_TwoLineDelegate(lambda: self.generating_id, self.list))
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                                   | QAbstractItemView.EditTrigger.EditKeyPressed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -154,7 +179,7 @@ class HistoryPanel(QWidget):
                 item = QListWidgetItem(title or "(untitled)")
                 item.setData(ID_ROLE, conv_id)
                 item.setData(META_ROLE, meta)
-                item.setToolTip(f"{title}\n{meta}")
+                item.setToolTip(f"{title}\n{WRITING if conv_id == self.generating_id else meta}")
                 if editable:
                     item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 self.list.addItem(item)
@@ -175,10 +200,20 @@ class HistoryPanel(QWidget):
                 seen.add(h.conversation_id)
                 yield h.conversation_id, h.title, f"{h.role}: {h.snippet}", False
 
+    def set_generating(self, conv_id: int | None) -> None:
+        """Mark the row of the conversation whose reply is being written (None: no row)."""
+        if conv_id != self.generating_id:
+            self.generating_id = conv_id
+            self.list.viewport().update()
+
     def mark_current(self, conv_id: int | None) -> None:
         self.current_id = conv_id
         item = self.item_for(conv_id) if conv_id is not None else None
-        self.list.setCurrentItem(item) if item is not None else self.list.clearSelection()
+        if item is not None:
+            self.list.setCurrentItem(item)
+        else:  # no current row either: Delete must not act on the conversation left behind
+            self.list.setCurrentRow(-1)
+            self.list.clearSelection()
 
     def rename(self, conv_id: int) -> None:
         item = self.item_for(conv_id)
