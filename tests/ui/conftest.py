@@ -68,3 +68,14 @@ def ask(qtbot, win, text: str, timeout: int = 60_000):
     with qtbot.waitSignal(win.flow.reply_finished, timeout=timeout) as blocker:
         win.flow.send()
     return blocker.args[0]
+
+
+def seed(question: str, answer: str) -> int:
+    """A stored conversation of one exchange, for a test to switch to."""
+    from app.history.store import Store
+
+    with Store.open() as s:
+        cid = s.create_conversation()
+        s.add_message(cid, "user", question)
+        s.add_message(cid, "assistant", answer)
+        return cid

@@ -19,18 +19,10 @@ from app.chat.tool_set import make_tool_set
 from app.history.records import COMPLETE, INTERRUPTED, JSON_REPLY
 from app.history.store import Store
 from app.ui.history.panel import WRITING
-from tests.ui.conftest import ask, decode_to_max_tokens, small_config
+from tests.ui.conftest import ask, decode_to_max_tokens, seed, small_config
 
 LONG = "Count from 1 to 300 in words, one number per line."
 TOKENS = 120
-
-
-def seed(question: str, answer: str) -> int:
-    with Store.open() as s:
-        cid = s.create_conversation()
-        s.add_message(cid, "user", question)
-        s.add_message(cid, "assistant", answer)
-        return cid
 
 
 def click(qtbot, win, conv_id: int) -> None:

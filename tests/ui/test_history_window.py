@@ -15,15 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
 from app.history.store import Store, default_path
-from tests.ui.conftest import ask, decode_to_max_tokens, small_config
-
-
-def seed(question: str, answer: str) -> int:
-    with Store.open() as s:
-        cid = s.create_conversation()
-        s.add_message(cid, "user", question)
-        s.add_message(cid, "assistant", answer)
-        return cid
+from tests.ui.conftest import ask, decode_to_max_tokens, seed, small_config
 
 
 def click(qtbot, panel, conv_id: int) -> None:
