@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QSplitter,
+    QStatusBar,
     QVBoxLayout,
     QWidget,
 )
@@ -174,11 +175,14 @@ class MainWindow(QMainWindow):
         split.setSizes([210, 600, 290])
         central = QWidget()
         root = QVBoxLayout(central)
-        root.setContentsMargins(8, 8, 8, 8)
+        root.setContentsMargins(8, 8, 8, 0)  # the status bar below is the bottom margin
         root.addWidget(self.model_bar)
         root.addWidget(self.bar)
         root.addWidget(split, 1)
         self.setCentralWidget(central)
+        # Made now rather than by the first message shown in it: made then, it took its height
+        # from everything above it, and a button moved from under the pointer.
+        self.setStatusBar(QStatusBar())
 
     def _wire(self) -> None:
         self.bridge.loaded.connect(self._on_loaded)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from markdown_it import MarkdownIt
 
 from app.engine.stats import ReplyStats
-from app.history import export, transcript
+from app.history import export, messages, transcript
 from app.history.errors import ExportError
 from app.history.records import INTERRUPTED
 from app.history.store import Store
@@ -205,6 +208,47 @@ def test_text_has_every_message_and_compact_stats(conv, tmp_path):
         f"  -- {stats().summary()}", f"  -- {stats(stop_reason='length', ttft_s=None).summary()}"]
     for m in conv.messages:
         assert m.content.splitlines()[0] in lines
+
+
+# --- each message's own time ----------------------------------------------------
+
+ASKED, ANSWERED = 1778328000.0, 1778328095.0  # the reply sealed a minute and a half after the question
+
+
+def _seconds(ts: float) -> str:
+    return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
+
+
+@pytest.fixture
+def timed_turn(monkeypatch):
+    """A turn written as the window writes it (question and empty reply in one transaction,
+    then the reply saved and sealed), on a clock that moves between the writes."""
+    clock = [ASKED]
+    monkeypatch.setattr(messages, "time", SimpleNamespace(time=lambda: clock[0]))
+    with Store.open() as s:
+        cid, _, reply = s.begin_turn(None, "When is this?")
+        clock[0] = ASKED + 40
+        s.update_reply(reply, "Half")
+        clock[0] = ANSWERED
+        s.finish_reply(reply, "Half past, now.", stats())
+        return s.get_conversation(cid)
+
+
+_STAMPS = {  # each format's per-message time, in message order
+    "md": re.compile(r"^## (\w+)\n\n\*(.+)\*$", re.MULTILINE),
+    "txt": re.compile(r"^\[(.+)\] (\w+):$", re.MULTILINE),
+    "html": re.compile(r'<span class="role">(\w+)</span><span class="when">(.+?)</span>'),
+}
+
+
+@pytest.mark.parametrize("fmt", ["md", "txt", "html"])
+def test_each_message_shows_its_own_time(timed_turn, fmt):
+    m = timed_turn.messages
+    assert (m[0].created_at, m[1].created_at, m[1].updated_at) == (ASKED, ASKED, ANSWERED)  # as stored
+    found = _STAMPS[fmt].findall(export.render(timed_turn, fmt))
+    if fmt == "txt":
+        found = [(role, t) for t, role in found]
+    assert found == [("User", _seconds(ASKED)), ("Assistant", _seconds(ANSWERED))]
 
 
 # --- where it is written -------------------------------------------------------

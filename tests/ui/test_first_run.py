@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QPoint, QUrl
+from PySide6.QtCore import QEvent, QPoint, QRect, Qt, QUrl
 from PySide6.QtGui import QHelpEvent
-from PySide6.QtWidgets import QApplication, QToolTip
+from PySide6.QtWidgets import QApplication, QFileDialog, QStatusBar, QToolTip
 
 from app.ui.chat.welcome import EXAMPLES
 from app.ui.model_bar import DEFAULT_LABEL
@@ -54,3 +54,25 @@ def test_a_long_tooltip_wraps(qtbot, make_window):
     QApplication.sendEvent(tile, QHelpEvent(QEvent.Type.ToolTip, at, tile.mapToGlobal(at)))
     assert QToolTip.isVisible() and QToolTip.text().startswith("<table width=")
     QToolTip.hideText()
+
+
+def test_nothing_moves_when_the_first_reply_and_the_first_status_line_come(qtbot, make_window, monkeypatch,
+                                                                            tmp_path):
+    win = make_window(small_config(max_tokens=4))
+    export, send = win.history_panel.export_button, win.composer.send_button
+
+    def where() -> list[QRect]:
+        qtbot.wait(50)  # the layout settles
+        return [QRect(b.mapTo(win, QPoint(0, 0)), b.size()) for b in (export, send)]
+
+    before = where()
+    bar = win.findChild(QStatusBar)  # not statusBar(), which would make one
+    assert bar is not None and bar.isVisible()  # its room is kept from the start
+    ask(qtbot, win, "Hi")
+    assert where() == before
+    out = tmp_path / "chat.md"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *_a: (str(out), "")))
+    qtbot.keyClick(win, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)  # says "Exported to" below
+    qtbot.waitUntil(lambda: out.exists() and win.history.files.busy is None, timeout=10_000)
+    assert bar.currentMessage().startswith("Exported to")
+    assert where() == before

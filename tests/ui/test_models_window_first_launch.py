@@ -4,6 +4,8 @@ template bar says what it means, once, not on every launch."""
 
 from __future__ import annotations
 
+import socket
+
 from app.config import load_config, save_config
 from app.engine.gguf import human_size
 from app.engine.prompt import TRANSCRIPT_NOTICE
@@ -64,3 +66,27 @@ def test_the_first_launch_panel_appears_once_and_the_template_bar_explains_once(
     assert not again.bar.isVisible()  # the template bar was said on the first launch
     assert again.models.get_action.text() == "Get models…" and again.menuBar().actions()[0].text() == "&Model"
     again.close()
+
+
+def test_offline_the_panel_says_once_that_the_fit_was_not_checked(qtbot, monkeypatch):
+    with socket.socket() as s:  # a port nothing listens on: refused at once, as offline
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    save_config(small_config())
+    win = _window(qtbot)
+    panel = win.models.panel
+    qtbot.waitUntil(lambda: len(panel.checked) == len(first_launch.SUGGESTED), timeout=60_000)
+    said = panel.text().splitlines()
+    assert said[1:5] == [f"{s.title} · Q4_K_M · about {human_size(s.about)}"  # each its size alone
+                         for s in first_launch.SUGGESTED]
+    assert panel.unreachable.isVisible()
+    why = "cannot connect (is the endpoint right, and the network up?)"
+    assert panel.unreachable.text() == f"Fit not checked: the Hub cannot be reached ({why})"
+    assert panel.unreachable.toolTip() == f"{url}: {why}"  # the endpoint it tried
+    assert panel.text().count("Fit not checked") == 1
+    assert panel.lines[-1].y() < panel.unreachable.y() < panel.footer.y()  # under the offers
+    qtbot.waitUntil(lambda: win.loaded is not None, timeout=120_000)
+    win.close()

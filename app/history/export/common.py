@@ -15,6 +15,16 @@ def when(ts: float) -> str:
     return timestamps.shown(ts, "%Y-%m-%d %H:%M:%S %z")  # "?" for a time no clock produced
 
 
+def stamp(m: StoredMessage) -> str:
+    """The message's own time. A reply's row is written with its question, in the same
+    transaction and at the same instant, so its created_at is the question's; its
+    updated_at is when it was sealed (or last saved, if it was cut off), which is when
+    it was written. A stored updated_at no clock produced falls back to created_at."""
+    if m.role == "assistant" and timestamps.in_range(m.updated_at) and m.updated_at >= m.created_at:
+        return when(m.updated_at)
+    return when(m.created_at)
+
+
 def marks(m: StoredMessage) -> list[str]:
     out = []
     if m.state == INTERRUPTED:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from html import escape
 
-from app.history.export.common import ROLE_NAMES, header_facts, marks, reply_markdown, title, when
+from app.history.export.common import ROLE_NAMES, header_facts, marks, reply_markdown, stamp, title
 from app.history.records import StoredConversation, StoredMessage
 from app.rendering.markdown_html import HtmlRenderer, page_css, typed_segments
 
@@ -89,7 +89,7 @@ def _message(m: StoredMessage, renderer: HtmlRenderer) -> str:
     body = renderer.render(reply_markdown(m)).html if shown else _typed(m.content, renderer)
     return (f'<section class="{" ".join(cls)}"><div class="head">'
             f'<span class="role">{_e(ROLE_NAMES.get(m.role, m.role))}</span>'
-            f'<span class="when">{_e(when(m.created_at))}</span>{extra}</div>'
+            f'<span class="when">{_e(stamp(m))}</span>{extra}</div>'
             f'<div class="content">{body}</div>{_stats(m)}</section>')
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from app.history.export.common import ROLE_NAMES, has_body, header_facts, marks, reply_markdown, title, when
+from app.history.export.common import ROLE_NAMES, has_body, header_facts, marks, reply_markdown, stamp, title
 from app.history.records import StoredConversation
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
@@ -33,7 +33,7 @@ def render(conv: StoredConversation) -> str:
         if extra:
             head += f" ({', '.join(extra)})"
         body = _close_fences(reply_markdown(m)) if has_body(m) else "*(empty)*"
-        out += ["---", "", head, "", f"*{when(m.created_at)}*", "", body, ""]
+        out += ["---", "", head, "", f"*{stamp(m)}*", "", body, ""]
         if m.stats is not None:
             out += [f"> stats: {m.stats.summary()}", ""]
     return "\n".join(out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.history.export.common import ROLE_NAMES, header_facts, marks, title, when
+from app.history.export.common import ROLE_NAMES, header_facts, marks, stamp, title
 from app.history.records import StoredConversation
 from app.rendering.tool_parts import calls_text, pretty_arguments
 
@@ -14,7 +14,7 @@ def render(conv: StoredConversation) -> str:
         out += ["System prompt:", *("  " + line for line in conv.system_prompt.splitlines()), ""]
     for m in conv.messages:
         extra = marks(m)
-        head = f"[{when(m.created_at)}] {ROLE_NAMES.get(m.role, m.role)}"
+        head = f"[{stamp(m)}] {ROLE_NAMES.get(m.role, m.role)}"
         out.append(head + (f" ({', '.join(extra)})" if extra else "") + ":")
         if m.role == "tool":
             out.append(f"Result of {m.tool_name}:")

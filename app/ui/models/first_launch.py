@@ -6,7 +6,10 @@ Germany", and nothing said why. It is there so the window works the moment it op
 panel says so, and that an instruction-tuned model is what a chat wants. Sizes start as the
 catalogue's round figures and become the Hub's own, and each fit label is judged from the
 model's real header (read with a ranged request, on the Hub thread) against the memory
-free now; offline, the panel says the fit could not be checked rather than guess.
+free now; offline, the panel says the fit could not be checked rather than guess. A failure
+of the Hub itself (offline, a mirror down) is the same for every offer, so the panel says it
+once under them and each offer keeps only its size; one of a model's own (no such
+repository, gated) stays beside that model.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.gguf import human_size
+from app.hub.api import endpoint
 from app.ui.models.labels import fit_colour, fit_text
 from app.ui.models.worker import Checked
 
@@ -60,6 +64,7 @@ INTRO = ("<b>You are trying LlamaDesk on its bundled model, Gemma 3 270M:</b> a 
          "an instruction-tuned model:")
 FOOTER = ("Downloads are checked against the Hub's sha256 and can be paused. Others: "
           '<a href="models:" style="color:{link};">Get models…</a> (Model menu). This note is shown once.')
+UNREACHABLE = "Fit not checked: the Hub cannot be reached ({why})"  # the endpoint it tried on hover
 
 
 def _wrapping(text: str = "") -> QLabel:
@@ -101,6 +106,11 @@ class FirstLaunchPanel(QFrame):
         self.footer = _wrapping()
         self.footer.linkActivated.connect(lambda _href: self.models_requested.emit())
         self.footer.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.unreachable = _wrapping()
+        self.unreachable.setTextFormat(Qt.TextFormat.PlainText)
+        self.unreachable.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.unreachable.setContentsMargins(12, 0, 0, 0)
+        self.unreachable.hide()
         body = QWidget()
         col = QVBoxLayout(body)
         col.setContentsMargins(0, 0, 0, 0)
@@ -121,6 +131,7 @@ class FirstLaunchPanel(QFrame):
             col.addLayout(row)
             self.lines.append(line)
             self.buttons.append(button)
+        col.addWidget(self.unreachable)
         col.addWidget(self.footer)
         self.scroller = _Scroll()
         self.scroller.setFrameShape(QFrame.Shape.NoFrame)
@@ -149,11 +160,22 @@ class FirstLaunchPanel(QFrame):
             self.checked[c.spec] = c
             self.refresh()
 
+    def _hub_failure(self, c: Checked | None) -> str | None:
+        """Why the Hub itself failed this check, or None. hub_errors names the endpoint,
+        not the repository, when the request never got as far as a model."""
+        where = f"{endpoint()}: "
+        if c is None or c.fit is not None or not (c.error or "").startswith(where):
+            return None
+        return c.error.removeprefix(where)
+
     def _fit(self, s: Suggestion) -> tuple[str, str, str | None]:
-        """(what the fit cell says, its whole story for the tooltip, its colour or None: muted)."""
+        """(what the fit cell says, its whole story for the tooltip, its colour or None: muted);
+        an empty cell when the Hub's own failure is said under the offers instead."""
         c = self.checked.get(s.spec)
         if c is None:
             return "checking the fit…", "Reading the model's header from the Hub", None
+        if self._hub_failure(c) is not None:
+            return "", c.error or "", None
         if c.fit is None:
             why = (c.error or "unknown").removeprefix(f"{s.spec.partition(':')[0]}: ")
             text = "fit not checked: " + (why if len(why) <= ERROR_CHARS else why[: ERROR_CHARS - 1] + "…")
@@ -166,16 +188,23 @@ class FirstLaunchPanel(QFrame):
         pal = self.palette()
         muted = pal.color(QPalette.ColorRole.PlaceholderText).name()
         self._plain = []
+        failures: list[str] = []
         for s, line in zip(self.suggestions, self.lines):
             c = self.checked.get(s.spec)
             exact = c is not None and c.file is not None
             quant = c.file.quant if exact else (s.spec.partition(":")[2] or "Q4_K_M")
             size = f"{quant} · {human_size(c.file.size) if exact else 'about ' + human_size(s.about)}"
             fit, tip, colour = self._fit(s)
-            line.setText(f"<b>{html.escape(s.title)}</b> · {size} · "
-                         f'<span style="color:{colour or muted};">{html.escape(fit)}</span>')
+            shown = (f' · <span style="color:{colour or muted};">{html.escape(fit)}</span>' if fit else "")
+            line.setText(f"<b>{html.escape(s.title)}</b> · {size}{shown}")
             line.setToolTip(f"{s.spec}: {s.why}\n{tip}")
-            self._plain.append(f"{s.title} · {size} · {fit}")
+            self._plain.append(f"{s.title} · {size}" + (f" · {fit}" if fit else ""))
+            why = self._hub_failure(c)
+            if why is not None and why not in failures:
+                failures.append(why)
+        self.unreachable.setText(UNREACHABLE.format(why="; ".join(failures)))
+        self.unreachable.setToolTip("\n".join(f"{endpoint()}: {why}" for why in failures))
+        self.unreachable.setVisible(bool(failures))
         link = pal.color(QPalette.ColorRole.Link)
         if pal.color(QPalette.ColorRole.Window).lightness() < 128 and link.lightness() < 150:
             link = link.lighter(170)
@@ -184,7 +213,8 @@ class FirstLaunchPanel(QFrame):
 
     def text(self) -> str:
         """Everything the panel says, as plain lines (for the tests and a screen reader's sake)."""
-        return "\n".join([self.intro.text(), *self._plain, self.footer.text()])
+        said = [self.unreachable.text()] if not self.unreachable.isHidden() else []
+        return "\n".join([self.intro.text(), *self._plain, *said, self.footer.text()])
 
     def changeEvent(self, ev) -> None:
         super().changeEvent(ev)
