@@ -188,15 +188,29 @@ class GrammarMatcher:
         self.matcher = LLMatcher(vocabulary.tokenizer_for(vocab), grammar, log_level=0, limits=limits())
         self.n_vocab = n_vocab
         self._mask = np.zeros((n_vocab + 31) // 32, dtype=np.int32)
-        problem = self._probe()
-        if problem is not None:
-            raise GrammarError(f"the {_what(c)} cannot be enforced: {problem}")
+        self._probe_once(c, vocab)
         is_json = c.kind in ("json_schema", "json_object")
         self.digits = vocabulary.digits_for(vocab, n_vocab) if is_json else None
         self.run = 0  # digits at the end of the reply so far
         self.seconds = 0.0  # checking, masking and consuming, over the reply
         self.masked = 0  # tokens the grammar refused and that were drawn again
         self.tokens = 0
+
+    def _probe_once(self, c: Constraint, vocab) -> None:
+        """Probe `c` on this vocabulary unless it passed already: the server tries a request's
+        constraint before queueing it, and its slot's matcher need not walk the same tokens."""
+        probed: OrderedDict[Constraint, None] = vocabulary.memo(vocab).setdefault("probed", OrderedDict())
+        with _lock:
+            if c in probed:
+                probed.move_to_end(c)
+                return
+        problem = self._probe()
+        if problem is not None:
+            raise GrammarError(f"the {_what(c)} cannot be enforced: {problem}")
+        with _lock:
+            probed[c] = None
+            while len(probed) > _COMPILED_MAX:
+                probed.popitem(last=False)
 
     def _probe(self) -> str | None:
         """What goes wrong within the first PROBE_TOKENS tokens, on a copy of the matcher, always

@@ -37,6 +37,7 @@ _file_of: dict[int, tuple] = {}  # vocabulary address -> the file it was loaded 
 _pieces: OrderedDict[tuple, list[bytes]] = OrderedDict()  # file -> its tokens' bytes, newest last
 _tokenizers: dict[int, LLTokenizer] = {}
 _digits: dict[int, Digits] = {}
+_memos: dict[int, dict] = {}
 
 
 def file_key(path: Path) -> tuple:
@@ -70,6 +71,14 @@ def _forget(addr: int) -> None:
     _file_of.pop(addr, None)
     _tokenizers.pop(addr, None)
     _digits.pop(addr, None)
+    _memos.pop(addr, None)
+
+
+def memo(vocab) -> dict:
+    """A dict that lives exactly as long as the loaded vocabulary: what a caller learnt about
+    it (a constraint already tried on it) goes with it, never to a model at the same address."""
+    with _lock:
+        return _memos.setdefault(_address(vocab), {})
 
 
 def _read_pieces(vocab) -> list[bytes]:

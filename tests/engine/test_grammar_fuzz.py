@@ -78,3 +78,21 @@ def test_every_schema_is_refused_up_front_or_walked_with_only_grammar_errors(voc
     except GrammarError as e:
         assert str(e).startswith("the constraint failed after") and "\n" not in str(e), str(e)
     assert json.dumps(schema)  # the case, for hypothesis's report
+
+
+def test_a_constraint_is_probed_once_per_vocabulary(vocab, monkeypatch):
+    """The server tries a constraint before queueing it; its slot's matcher does not walk the same
+    tokens again, and a constraint that failed is tried again (it is not remembered as good)."""
+    v, n_vocab = vocab
+    calls: list[int] = []
+    real = GrammarMatcher._probe
+    monkeypatch.setattr(GrammarMatcher, "_probe", lambda self: calls.append(1) or real(self))
+    good = Constraint.json_schema({"type": "object", "properties": {"probed": {"type": "integer"}}})
+    for _ in range(3):
+        GrammarMatcher(good, v, n_vocab)
+    assert len(calls) == 1
+    bad = Constraint.json_schema({"type": "string", "pattern": "^q{1000000}$"})
+    for _ in range(2):
+        with pytest.raises(GrammarError):
+            GrammarMatcher(bad, v, n_vocab)
+    assert len(calls) == 3

@@ -87,6 +87,19 @@ def _stored_messages() -> list[dict]:
     return json.loads(r.stdout)["conversation"]["messages"]
 
 
+def _chat_server(post):
+    """A server of one model "m" that answers each POST with `post(handler)`."""
+    models = '{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+
+    def behave(h):
+        if h.path.endswith("/models"):
+            return answer(h, 200, models)
+        if h.command != "POST":
+            return answer(h, 404, "{}")
+        post(h)
+    return behave
+
+
 @pytest.mark.parametrize("every_s", [1.0, 60.0], ids=["dripping", "silent after the first token"])
 def test_ctrl_c_stops_a_slow_remote_reply_keeps_it_stopped_and_exits_130(servers, every_s):
     srv = servers(drip_server(WORDS, every_s))
@@ -117,15 +130,7 @@ def test_ctrl_c_with_no_save_and_json_still_exits_130_with_the_reply_so_far(serv
 
 def test_ctrl_c_while_waiting_out_a_servers_429_stops_at_once(servers):
     busy = json.dumps({"error": {"message": "slow down"}})
-    models = '{"object": "list", "data": [{"id": "m", "object": "model"}]}'
-
-    def behave(h):
-        if h.path.endswith("/models"):
-            return answer(h, 200, models)
-        if h.command != "POST":
-            return answer(h, 404, "{}")
-        answer(h, 429, busy, headers={"Retry-After": "50"})
-    srv = servers(FaultServer(behave))
+    srv = servers(FaultServer(_chat_server(lambda h: answer(h, 429, busy, headers={"Retry-After": "50"}))))
     p = _start("ask", "--endpoint", srv.base + "/v1", "hi")
     _wait_for(lambda: any(m == "POST" for m, _ in srv.requests), p)
     time.sleep(0.5)
@@ -157,13 +162,7 @@ def test_ctrl_c_on_a_reply_calling_a_tool_ends_the_turn_there(servers):
     """The call arrived, the reply has not finished: the tool is not run, the model not asked again."""
     call = {"index": 0, "id": "c1", "type": "function",
             "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}}
-    models = '{"object": "list", "data": [{"id": "m", "object": "model"}]}'
-
-    def behave(h):
-        if h.path.endswith("/models"):
-            return answer(h, 200, models)
-        if h.command != "POST":
-            return answer(h, 404, "{}")
+    def post(h):
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
         h.end_headers()
@@ -171,7 +170,7 @@ def test_ctrl_c_on_a_reply_calling_a_tool_ends_the_turn_there(servers):
         h.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         h.wfile.flush()
         srv.release.wait(60)  # the finish never comes while the test runs
-    srv = servers(FaultServer(behave))
+    srv = servers(FaultServer(_chat_server(post)))
     p = _start("ask", "--builtin-tools", "--endpoint", srv.base + "/v1", "what is 2+2?")
     _wait_for(lambda: any(m == "POST" for m, _ in srv.requests), p)
     time.sleep(0.5)
