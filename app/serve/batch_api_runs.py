@@ -32,7 +32,7 @@ import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Protocol
@@ -49,11 +49,12 @@ from app.openai_compat.embeddings import embedding_body, parse_embedding
 from app.openai_compat.refusal import RequestError
 from app.openai_compat.tools import ToolCalls
 from app.serve import logprob_shapes, protocol
+from app.serve.batch_api_lines import Line, choices, ended_unasked, failure
 from app.serve.batch_api_store import BatchStore, StoreBug, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
 from app.serve.side_engine import SideEngine
-from app.slots.types import RequestDone, SlotRequest, SlotResult, SlotStats
+from app.slots.types import RequestDone, SlotResult, SlotStats
 
 log = logging.getLogger("llamadesk.serve.batch")
 RETRY_S = (0.5, 1, 2, 5)  # waits between tries to record a failure, the last one repeated
@@ -205,13 +206,13 @@ class BatchRun:
                 self._fail("model_unavailable", str(e))
                 return False
         try:
-            lines: dict[str, _Line] = {}
+            lines: dict[str, Line] = {}
             if host is not None:
                 lines = self._refuse_ids(writer, items, host.model.llm.n_vocab())
             with self.lock:
                 self.host = host
                 if host is not None and lines and not self.cancelled:
-                    reqs = [r for ln in lines.values() for r in _choices(ln.item)]
+                    reqs = [r for ln in lines.values() for r in choices(ln.item)]
                     owners = [(ln.item.custom_id, j) for ln in lines.values() for j in range(ln.item.n)]
                     hosted = host.submit_batch(reqs, self._on_event)
                     for rid, owner in zip(hosted, owners, strict=True):
@@ -228,15 +229,15 @@ class BatchRun:
                 self.hosts.release(self.model_id)
         return not self.left_for_resume
 
-    def _refuse_ids(self, writer: ResultWriter, items: list[InputItem], n_vocab: int) -> dict[str, _Line]:
+    def _refuse_ids(self, writer: ResultWriter, items: list[InputItem], n_vocab: int) -> dict[str, Line]:
         """The lines to decode, after refusing those the online endpoint refuses once it knows
         the model: a logit_bias naming a token past its vocabulary, in the same words."""
-        lines: dict[str, _Line] = {}
+        lines: dict[str, Line] = {}
         for it in items:
             assert it.request is not None  # only chat lines with a request come here
             bad = next((t for t, _ in it.request.settings.logit_bias if t >= n_vocab), None)
             if bad is None:
-                lines[it.custom_id] = _Line(it)
+                lines[it.custom_id] = Line(it)
                 continue
             it.error = refusal(it.line, RequestError(
                 400, f"logit_bias names token {bad}; this model's vocabulary has {n_vocab}", "logit_bias"))
@@ -283,7 +284,7 @@ class BatchRun:
             self.hosts.release(self.model_id)
         return True
 
-    def _journal(self, writer: ResultWriter, host: ServeEngine, lines: dict[str, _Line]) -> None:
+    def _journal(self, writer: ResultWriter, host: ServeEngine, lines: dict[str, Line]) -> None:
         """Write each line's record once its choices have ended, until every request has. A
         failed write stops the rest (cancelled at the engine at once) and fails the batch."""
         failed: BaseException | None = None
@@ -307,9 +308,9 @@ class BatchRun:
                 if host.stopping:  # the server is going down: this line runs again at the next start
                     ln.recorded = self.left_for_resume = True
                     continue
-                res = _ended_unasked(res)
+                res = ended_unasked(res)
             ln.done[choice] = res
-            err = _failure(res)
+            err = failure(res)
             if err is None and len(ln.done) < ln.item.n:
                 continue
             ln.recorded = True
@@ -343,7 +344,7 @@ class BatchRun:
         self.results.put(_END)
         return self.results.get()
 
-    def _body(self, ln: _Line, pieces: Pieces | None) -> dict:
+    def _body(self, ln: Line, pieces: Pieces | None) -> dict:
         """The line's answer, built as the online endpoint builds it: its n choices in order, each
         with its logprobs when asked, the prompt counted once."""
         answers = []
@@ -419,47 +420,6 @@ class BatchRun:
                 return
             self.failure = None
             return
-
-
-@dataclass
-class _Line:
-    """A chat line in flight: its choices' host ids, the results in so far, whether its record
-    is written (or, the server stopping, left for the next start)."""
-
-    item: InputItem
-    rids: list[str] = field(default_factory=list)
-    done: dict[int, SlotResult] = field(default_factory=dict)
-    recorded: bool = False
-
-
-def _choices(it: InputItem) -> list[SlotRequest]:
-    """A line's n slot requests, seeded as the online endpoint seeds its choices (seed + j), so a
-    seeded line answers as the same request sent online does."""
-    first = it.request
-    assert first is not None  # a chat line that runs has its request
-    seed = first.settings.seed  # None: each choice its own random seed
-    return [replace(first) if j == 0 else replace(first, settings=replace(
-        first.settings, seed=None if seed is None else (seed + j) & 0xFFFFFFFF)) for j in range(it.n)]
-
-
-def _failure(res: SlotResult) -> SlotStats | None:
-    """The stats of an error record when the result is a failure (an error, or a reply the engine
-    says stopped on one), else None: a reply cut short by an error is never an answer."""
-    st = res.stats
-    if st.error is None and st.stop_reason != "error":
-        return None
-    if st.error is None:
-        return replace(st, error="the reply failed while it was being decoded",
-                       error_kind=st.error_kind or "generation_failed")
-    return st
-
-
-def _ended_unasked(res: SlotResult) -> SlotResult:
-    """A request the engine ended as cancelled when nobody cancelled it: its engine stopped (the
-    server's log says why). An error of its line, not a line silently left out."""
-    st = replace(res.stats, stop_reason="error", error_kind="generation_failed",
-                 error="the server's engine stopped before this request finished (its log says why)")
-    return replace(res, stats=st)
 
 
 def _split(store: BatchStore, bid: str) -> dict:
