@@ -75,6 +75,11 @@ class ReplyEngine(Protocol):
         `tools` the reply may be calls (Reply.tool_calls) instead of text."""
         ...
 
+    def prepare_constraints(self) -> None:
+        """Build now what a reply kept to a format or tools needs first (a local model's
+        vocabulary index), so the first such reply does not wait for it."""
+        ...
+
     def reset(self) -> None:
         """Forget what is kept between turns (a local KV cache); a server keeps its own."""
         ...

@@ -19,7 +19,15 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from app.engine.events import Finished, FirstToken, PrefillStarted, Progress, SpecProgress, TextDelta
+from app.engine.events import (
+    Finished,
+    FirstToken,
+    PrefillStarted,
+    Preparing,
+    Progress,
+    SpecProgress,
+    TextDelta,
+)
 from app.engine.stats import ReplyStats
 from app.engine.utilization import Limits
 
@@ -53,6 +61,7 @@ class Turn:
     decode_tok_s: float | None
     live: bool = False  # the reply in progress, drawn as far as it has got
     reply_total_s: float | None = None  # the record's total, which the footer shows too
+    setup_s: float = 0.0  # of wait_s, from Send: the constraint's setup (the record's grammar_setup_s)
 
     @property
     def total_s(self) -> float:
@@ -79,7 +88,7 @@ def turn_from(stats: ReplyStats, prefill_began: float | None) -> Turn:
     decode = max(stats.total_s - ttft, 0.0) if ttft is not None else 0.0
     return Turn(wait, prefill, decode, stats.cached_tokens or 0, stats.prefill_tokens or 0,
                 stats.decode_tokens or 0, ttft, stats.decode_tok_s or stats.wall_decode_tok_s,
-                reply_total_s=stats.total_s)
+                reply_total_s=stats.total_s, setup_s=min(stats.grammar_setup_s or 0.0, wait))
 
 
 @dataclass
@@ -123,6 +132,7 @@ class Snapshot:
     constrained: bool = False
     grammar_ms: float | None = None
     prompt_tok_s: float | None = None  # live, while the prompt is read: its running rate
+    preparing: str | None = None  # live, while the wait is spent on it (Preparing.what)
 
     @property
     def started(self) -> bool:
@@ -151,6 +161,8 @@ class LiveGauges:
     spec: SpecProgress | None = None
     constrained: bool = False  # the reply being decoded is kept to a constraint
     grammar_ms: float | None = None  # its cost per token so far (Progress)
+    preparing: str | None = None  # what the wait is spent on (Preparing), until the prefill
+    setup_s: float = 0.0  # of the live reply's wait, the setup Preparing announced
     stats: ReplyStats | None = None
     kv_used: int = 0
     streaming: bool = True
@@ -171,7 +183,8 @@ class LiveGauges:
         self.ttft = self.t_first = self.t_prefill = None
         self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = self.kv_used = 0
         self.progress_rate = self.prompt_rate = None
-        self.spec = None
+        self.spec = self.preparing = None
+        self.setup_s = 0.0
         self.stats = None
         self.deltas.clear()
         self.series = []
@@ -198,8 +211,12 @@ class LiveGauges:
         self.deltas.clear()
 
     def feed(self, ev, now: float) -> None:
-        if isinstance(ev, PrefillStarted):
-            self.phase, self.t_prefill = "prefill", now
+        if isinstance(ev, Preparing):
+            self.preparing = ev.what
+        elif isinstance(ev, PrefillStarted):
+            if self.preparing is not None:  # the record's exact figure replaces it at the end
+                self.setup_s = now - self.t_submit
+            self.phase, self.t_prefill, self.preparing = "prefill", now, None
             self.cached, self.new_total, self.n_ctx = ev.cached_tokens, ev.new_tokens, ev.n_ctx
             self.cached_disk = ev.cached_disk_tokens
             if ev.reply_budget:  # the context may leave the reply less room than max tokens
@@ -277,8 +294,9 @@ class LiveGauges:
         wait = began - self.t_submit
         prefill = first - began if self.t_prefill is not None else 0.0
         decode = now - first if self.t_first is not None else 0.0
+        setup = wait if self.preparing is not None else min(self.setup_s, wait)
         return Turn(wait, prefill, decode, self.cached, self.new_done, self.generated, self.ttft,
-                    self.rolling_rate(), live=True)
+                    self.rolling_rate(), live=True, setup_s=setup)
 
     def snapshot(self, now: float) -> Snapshot:
         end = now if self.active else (self.t_end or now)
@@ -327,4 +345,5 @@ class LiveGauges:
                                                                st.grammar_ms_per_token is not None),
             grammar_ms=self.grammar_ms if self.active else (st.grammar_ms_per_token if st else None),
             prompt_tok_s=self.prompt_rate if self.active and self.phase == "prefill" else None,
+            preparing=self.preparing if self.active and self.phase == "waiting" else None,
         )

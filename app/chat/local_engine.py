@@ -16,6 +16,7 @@ from pathlib import Path
 from app.chat.budget import fit_history
 from app.chat.reply import Reply
 from app.chat.tool_messages import local_turn, needs_writing, read_reply
+from app.engine import vocabulary
 from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.decoder import Decoder
 from app.engine.loader import LoadedModel, LoadOptions, load_model
@@ -80,6 +81,10 @@ class LocalChatEngine:
     @property
     def weights(self) -> LoadedModel:
         return self.model
+
+    def prepare_constraints(self) -> None:
+        """Index the vocabulary for constrained replies now, off the reply's clock."""
+        vocabulary.prepare(self.decoder.vocab, self.decoder.n_vocab)
 
     def reset(self) -> None:
         """An empty KV cache: the next reply prefills its whole prompt (compare's fresh runs)."""

@@ -81,6 +81,9 @@ class RemoteChatEngine:
     weights = None  # the server holds the weights: nothing here to share
     limits = None  # this machine's memory says nothing of the server's
 
+    def prepare_constraints(self) -> None:
+        """The server keeps the reply to its format: nothing to build here."""
+
     def reset(self) -> None:
         """A server keeps its own cache; its `cached_tokens` tell what it reused."""
 

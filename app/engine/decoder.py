@@ -21,11 +21,11 @@ from dataclasses import replace
 
 import llama_cpp
 
-from app.engine import batch_fill
+from app.engine import batch_fill, vocabulary
 from app.engine.control import CancelToken, EventSink, common_prefix
 from app.engine.draft import DraftDrafter, DraftModel, draft_for
 from app.engine.errors import ContextOverflowError, GenerationError
-from app.engine.events import Finished, PrefillStarted, Progress
+from app.engine.events import Finished, PrefillStarted, Preparing, Progress
 from app.engine.grammar import GrammarError
 from app.engine.loader import LoadedModel
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
@@ -36,7 +36,8 @@ from app.engine.textstream import TokenReader
 from app.engine.turn import PROGRESS_EVERY_S, Live, Perf, Turn
 
 log = logging.getLogger("llamadesk.engine")
-
+# What a model's first constrained reply waits for, as the waiting line says it.
+INDEXING = "indexing the model's vocabulary for the reply's format (once per model)"
 
 
 class Decoder:
@@ -166,8 +167,12 @@ class Decoder:
         """
         max_new = self._check(prompt, settings)
         t_submit = time.perf_counter()
+        if settings.constraint is not None and on_event is not None and not vocabulary.ready(self.vocab):
+            on_event(Preparing(INDEXING))
         sampler = Sampler(settings, self.n_vocab, self.vocab, prompt)  # a bad constraint fails here, first
         turn = Turn(prompt, 0, cancel, on_event, t_submit)
+        if settings.constraint is not None:
+            turn.grammar_setup_s = time.perf_counter() - t_submit
         try:
             turn.cached = self._reuse_prefix(prompt)
             if shared_prefix is not None:
@@ -406,6 +411,7 @@ class Decoder:
             error=turn.error,
             cached_disk_tokens=turn.cached_disk,
             grammar_ms_per_token=turn.grammar_ms,
+            grammar_setup_s=turn.grammar_setup_s,
         )
         if spec is None:
             return st

@@ -24,6 +24,14 @@ class PrefillStarted:
 
 
 @dataclass(frozen=True)
+class Preparing:
+    """Before the prompt is read, work that the wait is spent on and that is not this reply's
+    own: the first constrained reply on a model indexes its vocabulary (once per model)."""
+
+    what: str  # in words, for the waiting line: "indexing the model's vocabulary for the format"
+
+
+@dataclass(frozen=True)
 class SpecProgress:
     """Speculative decoding as it runs: what the gauges show beside the decode rate."""
 
@@ -77,4 +85,4 @@ class Finished:
     logprobs: tuple = ()  # every generated token's, when asked (TokenLogprob)
 
 
-Event = PrefillStarted | Progress | FirstToken | TextDelta | Finished
+Event = Preparing | PrefillStarted | Progress | FirstToken | TextDelta | Finished

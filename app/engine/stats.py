@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass, fields
 
 # Below this many prompt tokens the prefill is shown as the time it took, not a rate.
 PREFILL_RATE_MIN_TOKENS = 32
+# A format's setup is named beside TTFT from this long: a grammar compiles in milliseconds, and
+# only a model's first constrained reply, indexing its vocabulary, takes longer.
+SETUP_NAMED_S = 0.05
 SPEC_LABELS = {"ngram": "prompt lookup", "draft": "draft model", "server": "the server's guesses"}
 # Why the reply ended, in words ("stop: stop" read as a stutter).
 ENDINGS = {"stop": "finished", "length": "max tokens reached", "cancelled": "stopped",
@@ -70,6 +73,10 @@ class ReplyStats:
     # The context had room for this many reply tokens beside the prompt, fewer than max tokens
     # asked for (None: max tokens applied).
     reply_limit: int | None = None
+    # Setting up the constraint before the prompt was read (part of the wait before prefill):
+    # compiling the grammar, and on a model's first constrained reply indexing its vocabulary,
+    # which then stays built for the model. None: a free-text reply, or a server's record.
+    grammar_setup_s: float | None = None
 
     def __post_init__(self) -> None:
         """A local record from before decode_sampled, or from an engine that does not fill it (a
@@ -132,6 +139,11 @@ class ReplyStats:
         """What keeping to the constraint cost per generated token (grammar_figure)."""
         return grammar_figure(self.grammar_ms_per_token)
 
+    def setup_named(self) -> Figure | None:
+        """The format's setup, when long enough to explain part of TTFT (SETUP_NAMED_S)."""
+        s = self.grammar_setup_s
+        return duration(s) if s is not None and s >= SETUP_NAMED_S else None
+
     def kv(self) -> str | None:
         """'173/4096': the KV cells in use after the reply, of the context."""
         return f"{self.kv_used}/{self.n_ctx}" if self.kv_used is not None else None
@@ -159,6 +171,8 @@ class ReplyStats:
         ttft = str(self.ttft() or "-")
         if remote and self.ttft_s is not None and self.prefill_s is not None:
             ttft += f" (server prefill {self.prefill_s * 1000:.0f} ms)"
+        if self.setup_named():
+            ttft += f" (format setup {self.setup_named()})"
 
         def n(v) -> str:
             return nr if v is None else str(v)
@@ -220,6 +234,8 @@ class ReplyStats:
             rows.append(("memory bandwidth", f"{100 * self.bw_utilization:.0f}% of peak"))
         if self.grammar_ms_per_token is not None:
             rows.append(("grammar", str(self.grammar())))
+        if self.grammar_setup_s is not None:
+            rows.append(("format setup", str(duration(self.grammar_setup_s))))
         if self.speculation():
             rows.append(("speculative decoding", str(self.speculation())))
         rows.append(("total", self.total()))

@@ -38,6 +38,7 @@ class Turn:
     stop_reason: str | None = None
     error: str | None = None
     grammar_ms: float | None = None  # per token, when a constraint was kept to
+    grammar_setup_s: float | None = None  # the constraint's setup, before the prefill
     timer: TokenTimer = field(default_factory=TokenTimer)
     parts: list[str] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)  # when asked

@@ -132,6 +132,21 @@ def tokenizer_for(vocab) -> LLTokenizer:
         return tok
 
 
+def ready(vocab) -> bool:
+    """Whether a constrained reply on this vocabulary starts at once: its LLGuidance index and
+    digit table are built (else the first one builds them, reading every token's bytes)."""
+    addr = _address(vocab)
+    with _lock:
+        return addr in _tokenizers and addr in _digits
+
+
+def prepare(vocab, n_vocab: int) -> None:
+    """Build what a constrained reply needs now, so the user's first one does not wait for it:
+    the window calls this when a reply format or tools are chosen."""
+    tokenizer_for(vocab)
+    digits_for(vocab, n_vocab)
+
+
 class Digits:
     """Which tokens of a vocabulary are digits only, and how many trailing digits each piece
     ends with, for the digit-run cap. A control token writes no text, so it is neither."""

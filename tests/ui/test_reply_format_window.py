@@ -7,11 +7,17 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import pytest
 from PySide6.QtWidgets import QDialogButtonBox
 
+from app.chat.live_gauges import turn_from
 from app.chat.reply_format import ANY_JSON, SCHEMA, TEXT, ReplyFormat, schema_format
+from app.engine import vocabulary
+from app.engine.events import Preparing
+from app.engine.stats import ReplyStats
 from app.history.records import JSON_REPLY
 from app.history.store import Store
+from app.ui.chat.gauges import turn_line, turn_tip
 from app.ui.chat.reply_format import SCHEMA_ITEM, ReplyFormatChooser
 from tests.ui.conftest import ask, small_config
 
@@ -120,3 +126,36 @@ def test_a_turn_held_to_a_schema_is_valid_json_drawn_as_json_and_restored_on_reo
     again.history.open(cid)
     assert "reply format cannot be used" in again.bar.text() and "uniqueItems" in again.bar.text()
     assert again.reply_format.combo.currentText() == "Text" and again.flow.turn_settings().constraint is None
+
+
+def test_choosing_a_format_indexes_the_vocabulary_before_the_first_reply_needs_it(qtbot, make_window):
+    win = make_window(small_config(max_tokens=8))
+    vocab = win.bridge.worker.engine.decoder.vocab
+    assert not vocabulary.ready(vocab), "a free-text window builds nothing it may never use"
+    win.reply_format.choose(ReplyFormat(ANY_JSON))
+    qtbot.waitUntil(lambda: vocabulary.ready(vocab), timeout=30_000)
+    events = []
+    win.bridge.reply_event.connect(lambda _jid, ev: events.append(ev))
+    msg = ask(qtbot, win, "Describe Lisbon in one object.")
+    assert msg.stats.grammar_setup_s is not None and not any(isinstance(e, Preparing) for e in events)
+    assert "format setup" not in win.view.toPlainText(), "nothing to explain in the footer"
+
+
+def _stats(setup: float | None) -> ReplyStats:
+    return ReplyStats(ttft_s=2.4, prefill_tokens=40, cached_tokens=0, prefill_s=0.3, prefill_tok_s=133.0,
+                      decode_tokens=5, decode_s=0.1, decode_tok_s=40.0, total_s=2.5, kv_used=45, n_ctx=512,
+                      stop_reason="stop", decode_sampled=4, grammar_setup_s=setup)
+
+
+def test_the_setup_is_named_on_the_timeline_the_footer_and_the_export_rows():
+    st = _stats(1.9)
+    turn = turn_from(st, prefill_began=2.0)
+    assert turn.setup_s == pytest.approx(1.9) and turn.setup_s <= turn.wait_s
+    assert "format setup 1900 ms" in turn_line(1, turn) and "(format setup 1900 ms)" in turn_tip(turn)
+    assert "TTFT 2400 ms (format setup 1900 ms)" in st.summary()
+    assert ("format setup", "1900 ms") in st.details()
+    assert ReplyStats.from_json(st.to_json()).grammar_setup_s == pytest.approx(1.9)
+
+    quick = _stats(0.004)  # a compile on an indexed model: not worth a word in the footer
+    assert "format setup" not in quick.summary() and "format setup" not in turn_line(1, turn_from(quick, 0.1))
+    assert ("format setup", "4 ms") in quick.details()

@@ -135,6 +135,17 @@ class EngineWorker(QObject):
         else:
             self.replied.emit(job, reply)
 
+    @Slot()
+    def prepare(self) -> None:
+        """Build what a constrained reply needs while nothing waits for it; a failure is left to
+        the reply that needs it, which says it in its own words."""
+        if self.engine is None:
+            return
+        try:
+            self.engine.prepare_constraints()
+        except Exception:
+            log.exception("preparing constrained replies failed")
+
     def close_engine(self) -> None:
         if self.engine is not None:
             self.engine.close()
@@ -167,13 +178,15 @@ class EngineBridge(QObject):
     failed = Signal(object, str, bool)  # Job, message, is a context overflow
     _request_load = Signal(object)
     _request_generate = Signal(object)
+    _request_prepare = Signal()
 
     def __init__(self, router: ChatRouter | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.worker = w = EngineWorker()
         self.engine_thread = WorkerThread(
             "llamadesk-engine", w,
-            requests=((self._request_load, w.load), (self._request_generate, w.generate)),
+            requests=((self._request_load, w.load), (self._request_generate, w.generate),
+                      (self._request_prepare, w.prepare)),
             forward=((w.loaded, self.loaded), (w.load_failed, self.load_failed),
                      (w.load_progress, self.load_progress), (w.reply_event, self.reply_event),
                      (w.replied, self.replied), (w.failed, self.failed)),
@@ -200,6 +213,11 @@ class EngineBridge(QObject):
         if job.with_tools or not any(r.route(job) for r in self.routers):
             self._request_generate.emit(job)
         return job
+
+    def prepare(self) -> None:
+        """Have the engine thread index the model's vocabulary for constrained replies now (a
+        reply format or tools were chosen): queued, so a reply sent meanwhile waits its turn."""
+        self._request_prepare.emit()
 
     def stop(self) -> None:
         if self.current is not None:

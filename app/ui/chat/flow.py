@@ -100,6 +100,7 @@ class ChatFlow(QObject):
         self.gauges = LiveGauges()  # the conversation shown: its timeline, and its reply while one runs
         self.model_ready = False
         self.n_ctx = 0
+        self._prepared = False  # the loaded model's vocabulary was indexed for constrained replies
         self._run: _Running | None = None
         # Messages Edit last took out of the conversation shown: they leave the store only when
         # the edited question is sent there, so a switch or New chat in between keeps them.
@@ -202,6 +203,7 @@ class ChatFlow(QObject):
         conv.reply_format = fmt
         if self.recorder is not None and conv.id is not None:
             self.recorder.save_reply_format(conv.id, fmt.to_json())
+        self._prepare_constraints()
 
     def set_tools(self, tools: ToolSet) -> None:
         """The tools chosen for this conversation's next replies, saved with it now."""
@@ -209,6 +211,15 @@ class ChatFlow(QObject):
         conv.tools = tools
         if self.recorder is not None and conv.id is not None:
             self.recorder.save_tools(conv.id, tools.to_json())
+        self._prepare_constraints()
+
+    def _prepare_constraints(self) -> None:
+        """A conversation kept to a format or to tools is shown: the engine indexes the model's
+        vocabulary now, while the user writes, so the first such reply does not wait seconds."""
+        conv = self.conversation
+        if self.model_ready and not self._prepared and (conv.tools.active or conv.reply_format.is_json):
+            self._prepared = True
+            self.bridge.prepare()
 
     def _calls(self, conv: LiveConversation, round_no: int):
         try:
@@ -343,6 +354,7 @@ class ChatFlow(QObject):
             self.busy_changed.emit(self.busy)
         self._refresh_gauges()
         self.conversation_changed.emit(self.conversation)
+        self._prepare_constraints()
 
     @staticmethod
     def _stored_stats(conv: LiveConversation):
@@ -358,10 +370,11 @@ class ChatFlow(QObject):
     def use_model(self, n_ctx: int, limits: Limits | None) -> None:
         """A model (or server) finished loading: its context is empty and `n_ctx` long, so the
         gauges drop the old context's figures (a stale "/ 4096" after a reload to 8192)."""
-        self.model_ready, self.n_ctx = True, n_ctx
+        self.model_ready, self.n_ctx, self._prepared = True, n_ctx, False
         self.gauges.limits = limits
         self.gauges.new_model(n_ctx)
         self._refresh_gauges()
+        self._prepare_constraints()
 
     def rerender(self) -> None:
         """Draw the conversation again in the palette's new colours (a theme chosen in the
@@ -431,6 +444,8 @@ class ChatFlow(QObject):
         reading = self.gauges.prompt_progress()  # the prompt's own count while it is read
         if reading is not None:
             return f"reading the prompt… {elapsed:.1f} s · {reading}"
+        if self.gauges.preparing:
+            return f"{self.gauges.preparing}… {elapsed:.1f} s"
         if self._streaming():
             return f"waiting for the first token… {elapsed:.1f} s"
         return f"generating the full reply… {elapsed:.1f} s · {self.gauges.generated} tokens"

@@ -21,10 +21,17 @@ from PySide6.QtWidgets import QFormLayout, QFrame, QGridLayout, QLabel, QScrollA
 from app.chat.live_gauges import Snapshot, Turn, prompt_words
 from app.engine.machine import MachineSampler
 from app.engine.machine import describe as describe_machine
-from app.engine.stats import PREFILL_RATE_MIN_TOKENS, duration, grammar_figure, rate, speculation_words
+from app.engine.stats import (
+    PREFILL_RATE_MIN_TOKENS,
+    SETUP_NAMED_S,
+    duration,
+    grammar_figure,
+    rate,
+    speculation_words,
+)
 from app.ui.chat.meters import BigNumber, CeilingBar, KvBar
 from app.ui.widgets.charts import ChartOrNote, LineChart, TimelineChart
-from app.ui.widgets.colors import CACHED, GENERATED, NEW, WAIT
+from app.ui.widgets.colors import CACHED, GENERATED, NEW, SETUP, WAIT
 
 FIRST = "will show after your first message"
 TTFT_HELP = ("Time to first token: from Send until the first word appears. It is mostly prefill, "
@@ -52,7 +59,9 @@ GRAMMAR_HELP = ("The reply is kept to its format (a JSON schema, any JSON, a gra
                 "is checked and, when refused, the vocabulary is masked and the token drawn again. This "
                 "is its time per generated token, part of every decode step, and its share of a step.")
 TIMELINE_HELP = ("Each reply of this conversation from Send: grey is the wait before the prompt was "
-                 "read, orange the prefill, green the decode; the last bar grows while a reply runs. "
+                 "read (brown, within it: setting up the reply's format; a model's first constrained "
+                 "reply indexes its vocabulary), orange the prefill, green the decode; the last bar "
+                 "grows while a reply runs. "
                  "A blue diamond marks a cached prefix: those tokens needed no prefill.")
 
 
@@ -120,11 +129,13 @@ def turn_line(number: int, t: Turn) -> str:
     tokens = f"{t.prefill_tokens} new" + (f", {t.cached} cached" if t.cached else "")
     head = f"#{number}: TTFT {duration(t.ttft_s)}" if t.ttft_s is not None else f"#{number}: no text"
     decode = f" · {t.decode_tokens} tok" if t.ttft_s is not None else ""
-    return f"{head} ({tokens}){decode} · total {t.total_s:.2f} s"
+    setup = f" · format setup {duration(t.setup_s)}" if t.setup_s >= SETUP_NAMED_S else ""
+    return f"{head} ({tokens}){decode}{setup} · total {t.total_s:.2f} s"
 
 
 def turn_tip(t: Turn) -> str:
-    return (f"wait {duration(t.wait_s)} · reading the prompt {duration(t.prefill_s)} · "
+    setup = f" (format setup {duration(t.setup_s)})" if t.setup_s >= SETUP_NAMED_S else ""
+    return (f"wait {duration(t.wait_s)}{setup} · reading the prompt {duration(t.prefill_s)} · "
             f"decode {duration(t.decode_s)}")
 
 
@@ -177,7 +188,8 @@ class GaugesPanel(QScrollArea):
         self.plot_box = ChartOrNote(self.plot, f"The decode rate {FIRST}.")
         self.timeline_box = ChartOrNote(self.timeline, f"Each reply's wait, prefill and decode {FIRST}.")
         self.timeline_text = _rich_label(
-            " &nbsp; ".join((swatch(WAIT, "wait"), swatch(NEW, "prefill"), swatch(GENERATED, "decode"),
+            " &nbsp; ".join((swatch(WAIT, "wait"), swatch(SETUP, "format setup"), swatch(NEW, "prefill"),
+                             swatch(GENERATED, "decode"),
                              swatch(CACHED, "cached", "◆"))))
         self.turn_text = _rich_label(lines=1)
         self.machine = _rich_label("–")
@@ -322,7 +334,8 @@ class GaugesPanel(QScrollArea):
         elif s.phase == "idle":
             self.phase.setText("idle")
         elif s.active and s.phase == "waiting":
-            self.phase.setText(f"waiting · {s.elapsed_s:.1f} s")
+            doing = f" · {s.preparing}" if s.preparing else ""
+            self.phase.setText(f"waiting{doing} · {s.elapsed_s:.1f} s")
         elif s.active and s.phase == "prefill":  # the prompt's own count, not max tokens
             self.phase.setText(f"reading prompt · {s.elapsed_s:.1f} s · "
                                f"{prompt_words(s.kv_new, s.kv_new_total, s.prompt_tok_s)}")

@@ -16,7 +16,7 @@ from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import QLabel, QStackedWidget, QWidget
 
 from app.chat.live_gauges import Turn
-from app.ui.widgets.colors import CACHED, CEILING, GENERATED, NEW, WAIT
+from app.ui.widgets.colors import CACHED, CEILING, GENERATED, NEW, SETUP, WAIT
 
 pg.setConfigOptions(antialias=True)
 
@@ -107,8 +107,8 @@ class LineChart(ThemedPlot):
 
 
 class TimelineChart(ThemedPlot):
-    """Each recent turn from Send: waiting, prefill and decode as segments on one time axis,
-    with a mark where a cached prefix let the prompt skip work."""
+    """Each recent turn from Send: waiting (and the format's setup within it), prefill and decode
+    as segments on one time axis, with a mark where a cached prefix let the prompt skip work."""
 
     SHOWN = 6
 
@@ -116,7 +116,8 @@ class TimelineChart(ThemedPlot):
         super().__init__("turn", "seconds after Send", parent)
         self.getPlotItem().showGrid(x=False, y=False)
         self.bars = {name: pg.BarGraphItem(x0=[], y=[], width=[], height=0.6, brush=color, pen=pg.mkPen(None))
-                     for name, color in (("wait", WAIT), ("prefill", NEW), ("decode", GENERATED))}
+                     for name, color in (("wait", WAIT), ("setup", SETUP), ("prefill", NEW),
+                                         ("decode", GENERATED))}
         for item in self.bars.values():
             self.addItem(item)
         self.cached = pg.ScatterPlotItem(symbol="d", size=12, brush=CACHED)
@@ -138,9 +139,10 @@ class TimelineChart(ThemedPlot):
         self._shown = list(shown)
         n = len(shown)
         ys = list(range(n - 1, -1, -1))  # read down, oldest first, as the transcript reads
-        x0 = {"wait": [0.0] * n, "prefill": [t.wait_s for t in shown],
+        x0 = {"wait": [0.0] * n, "setup": [0.0] * n, "prefill": [t.wait_s for t in shown],
               "decode": [t.wait_s + t.prefill_s for t in shown]}
-        widths = {"wait": [t.wait_s for t in shown], "prefill": [t.prefill_s for t in shown],
+        widths = {"wait": [t.wait_s for t in shown], "setup": [t.setup_s for t in shown],
+                  "prefill": [t.prefill_s for t in shown],
                   "decode": [t.decode_s for t in shown]}
         for name, item in self.bars.items():
             item.setOpts(x0=x0[name], y=ys, width=widths[name], height=0.6)

@@ -14,4 +14,5 @@ NEW = QColor("#e39b3b")  # prompt tokens prefilled now
 GENERATED = QColor("#4caf50")  # generated tokens, decode
 TTFT = QColor("#c0504d")
 WAIT = QColor("#9e9e9e")  # before the prompt's evaluation began
+SETUP = QColor("#8d6e63")  # of the wait, setting up the reply's format (grammar, vocabulary index)
 CEILING = QColor("#8e6bbf")  # the fastest decode this machine's memory allows
