@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from app.chat.engines import EngineTarget
 from app.chat.recorder import TurnRecorder
 from app.config import AppConfig, SavedEndpoint, read_config, save_config
-from app.ui import theme
+from app.ui import gc_pauses, theme
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
 from app.ui.chat.actions_row import ActionsRow
@@ -254,6 +254,7 @@ class MainWindow(QMainWindow):
 
     def _on_loaded(self, info: Loaded) -> None:
         self.loaded = info
+        gc_pauses.settle()  # nothing streams now: the collection a reply would have paid for
         self.flow.use_model(info.n_ctx, info.limits)
         if self.recorder is not None:
             self.recorder.model = info.identity

@@ -83,3 +83,27 @@ def test_the_ceiling_label_follows_a_value_set_while_the_line_was_hidden(qtbot):
     chart.set_data([(0.0, 80.0)], None)
     chart.set_data([(0.0, 80.0), (2.0, 140.0)], 147.0)
     assert chart.ceiling_line.label.toPlainText() == "ceiling 147"
+
+
+def test_while_a_reply_runs_the_charts_take_turns_and_a_loaded_model_leaves_gc_settled(qtbot, make_window):
+    """One paint pass drawing both charts, and a full collection mid-reply, were the GUI thread's
+    longest stalls (`bench --gui`): the charts alternate while a reply runs, both when it ends, and
+    what the loaded window holds is out of later full collections."""
+    import gc
+
+    win = make_window(small_config(max_tokens=48))
+    assert gc.get_freeze_count() > 0, "the load collected and froze what the window holds"
+    g = win.gauges
+    calls, active = [], {}
+    set_data, set_turns, show = g.plot.set_data, g.timeline.set_turns, g.show_snapshot
+    g.plot.set_data = lambda *a: (calls.append(("plot", g.updates)), set_data(*a))
+    g.timeline.set_turns = lambda *a: (calls.append(("timeline", g.updates)), set_turns(*a))
+    g.show_snapshot = lambda snap: (active.__setitem__(g.updates + 1, snap.active), show(snap))
+    win.flow.settings_source = decode_to_max_tokens(win.flow.settings_source)
+    ask(qtbot, win, "Tell me about the moon.")
+    live = [(name, n) for name, n in calls if active[n]]
+    assert len(live) >= 4
+    assert {n % 2 for name, n in live if name == "plot"} == {0}
+    assert {n % 2 for name, n in live if name == "timeline"} == {1}
+    ended = [n for n, on in active.items() if not on and n > min(n for _, n in live)]
+    assert ended and {("plot", ended[0]), ("timeline", ended[0])} <= set(calls), "a finished reply draws both"

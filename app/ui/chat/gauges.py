@@ -260,10 +260,15 @@ class GaugesPanel(QScrollArea):
         self.peak.setVisible(s.started)  # from the first reply on, always its two lines
         self.dropped.setText(f"{s.dropped_messages} msgs ({s.dropped_tokens} tok) left out of context"
                              if s.dropped_messages else "none")
-        self.plot_box.show_chart(bool(s.rate_series) or s.active or s.stats is not None)
-        self.plot.set_data(s.rate_series, s.ceiling_tok_s)
-        self.timeline_box.show_chart(bool(s.turns))
-        self.timeline.set_turns(s.turns)
+        # While a reply runs the two charts take turns, each at half the refresh rate: one paint
+        # pass drawing both was the GUI thread's longest gap between frames.
+        turn = self.updates % 2 if s.active else None
+        if turn != 1:
+            self.plot_box.show_chart(bool(s.rate_series) or s.active or s.stats is not None)
+            self.plot.set_data(s.rate_series, s.ceiling_tok_s)
+        if turn != 0:
+            self.timeline_box.show_chart(bool(s.turns))
+            self.timeline.set_turns(s.turns)
         done = [t for t in s.turns if not t.live]
         self.turn_text.setText(turn_line(len(done), done[-1]) if done else "")
         self.turn_text.setToolTip(turn_tip(done[-1]) if done else "")
