@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.hub import names
-from app.hub.errors import HubError, HubRequestError, UnsafeAnswer
+from app.hub.errors import HubError, HubRequestError, Unreachable, UnsafeAnswer
 from app.hub.quant import quant_of
 from app.remote.keys import key_from_keyring
 
@@ -138,7 +138,8 @@ def hub_errors(repo: str | None = None, filename: str | None = None,
         line = transport_line(e)
         if line is None:
             raise
-        raise HubError(f"{f'{repo}/{filename}' if repo and filename else endpoint()}: {line}") from None
+        kind = Unreachable if "Connect" in type(e).__name__ or "Timeout" in type(e).__name__ else HubError
+        raise kind(f"{f'{repo}/{filename}' if repo and filename else endpoint()}: {line}") from None
 
 
 def gated_line(repo: str) -> str:

@@ -25,6 +25,11 @@ class HubRequestError(HubError):
     exit_code = 2
 
 
+class Unreachable(HubError):
+    """Nothing answered: the connection was refused or timed out. Another request to the same
+    endpoint now would wait the same way, so a caller with several to make stops at the first."""
+
+
 class DownloadStopped(HubError):
     """The transfer stopped before the end with the partial file kept for a later resume."""
 

@@ -24,6 +24,7 @@ from app.engine.models import ModelInfo, discover
 from app.errors import LlamaDeskError
 from app.hub import api, library, pull
 from app.hub.api import RemoteFile
+from app.hub.errors import Unreachable
 from app.hub.fit import Prediction
 from app.hub.quant import choose
 from app.hub.resources import free_disk, free_ram, free_vram
@@ -127,15 +128,19 @@ class HubWorker(QObject):
     def check(self, specs: list[str], n_ctx: int, gpu_layers: int) -> None:
         from app.hub.ranged import client
 
+        unreachable = None  # once nothing answers, the other models are not asked for in turn
         with client() as http:
             for spec in specs:
-                out = Checked(spec)
+                out = Checked(spec, error=unreachable)
                 try:
-                    with api.hub_errors():
-                        repo, sel = pull.parse_spec(spec)
-                        files, _ = api.gguf_files(repo)
-                        out.file = choose(files, sel)
-                        out.fit = pull.fit_of(http, out.file, n_ctx, gpu_layers)
+                    if unreachable is None:
+                        with api.hub_errors():
+                            repo, sel = pull.parse_spec(spec)
+                            files, _ = api.gguf_files(repo)
+                            out.file = choose(files, sel)
+                            out.fit = pull.fit_of(http, out.file, n_ctx, gpu_layers)
+                except Unreachable as e:
+                    out.error = unreachable = one_line(e)
                 except Exception as e:  # noqa: BLE001 - said beside that model, the others still checked
                     out.error = one_line(e)
                 self.checked.emit(out)
