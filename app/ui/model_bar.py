@@ -4,7 +4,8 @@
 in warning colours, not buried in a log: GPT4All's silent fallback is the
 complaint this answers. The line says it short (the device, the context, the
 threads) with the whole story on hover, and gives way before the model's name
-when the window is narrow: it is cut, never drawn over the Stream box. Its
+when the window is narrow: it is cut with "…" (the whole line then on hover too),
+never drawn over the Stream box, and a warning at its end is kept whole. Its
 warning and error colours are the palette's of the moment (app.ui.widgets.levels),
 drawn again on a PaletteChange, so a theme switch leaves none unreadable.
 """
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
 from app.config import SavedEndpoint
 from app.engine.models import ModelInfo, default_model_path, discover
 from app.ui.widgets.levels import coloured
+from app.ui.widgets.one_line import RichLineLabel
 
 DEFAULT_LABEL = "Gemma 3 270M (bundled default)"
 
@@ -65,9 +67,7 @@ class ModelBar(QWidget):
         self.progress.setMaximumWidth(140)
         self.progress.setTextVisible(False)
         self.progress.hide()
-        self.status = QLabel("no model")
-        self.status.setTextFormat(self.status.textFormat().RichText)
-        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.status = RichLineLabel("no model")  # cut with "…" when narrow, never mid-word unmarked
         self.status.setMinimumWidth(120)
         self.streaming = QCheckBox("Stream")
         self.streaming.setToolTip("Show the reply as it is generated (Ctrl+Shift+S).\n"
@@ -140,6 +140,7 @@ class ModelBar(QWidget):
         self.progress.setRange(0, 0)  # busy until llama.cpp returns (it reports no progress)
         self.progress.show()
         self._say(html.escape(f"loading {name}…"))
+        self.status.set_details("")  # the last model's story no longer holds
         self.combo.setEnabled(False)
         self.open_button.setEnabled(False)
         self.connect_button.setEnabled(False)
@@ -155,7 +156,7 @@ class ModelBar(QWidget):
         if report.backend == "remote":
             self._say(f"<b>{html.escape(report.runs_on)}</b>")
             version = f" {report.version}" if report.version else ""
-            self.status.setToolTip(f"{report.kind}{version} at {report.host}\nmodel {report.model_path}")
+            self.status.set_details(f"{report.kind}{version} at {report.host}\nmodel {report.model_path}")
             return
         where = report.runs_on.split(" (")[0]  # "CPU", the why in the tooltip
         text = f"runs on <b>{html.escape(where)}</b> · ctx {report.n_ctx} · {report.threads_text}"
@@ -163,17 +164,18 @@ class ModelBar(QWidget):
             self._say(text + " · ", "<b>GPU fallback</b>", "warning")
         else:
             self._say(text)
-        self.status.setToolTip(f"runs on {report.runs_on} · ctx {report.n_ctx} · {report.threads_text}\n"
+        self.status.set_details(f"runs on {report.runs_on} · ctx {report.n_ctx} · {report.threads_text}\n"
                                + (report.fallback or f"loaded in {report.load_s:.2f} s\n{report.model_path}"))
 
     def set_failed(self) -> None:
         self._loaded_state()
+        self.status.set_details("")
         self._say("", "no model loaded", "error")
 
     def _say(self, plain: str, marked: str = "", level: str = "") -> None:
         """The status line (rich text): `plain`, then `marked` in `level`'s colour."""
         self._status = (plain, marked, level)
-        self.status.setText(plain + (coloured(marked, level, self.palette()) if marked else ""))
+        self.status.set_parts(plain, coloured(marked, level, self.palette()) if marked else "")
 
     def changeEvent(self, ev) -> None:
         super().changeEvent(ev)

@@ -11,15 +11,20 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtGui import QColor, QImage, QPalette
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from app.chat.tool_set import declared_tools, make_tool_set
+from app.config import AppConfig
+from app.engine.loader import LoadReport
 from app.engine.prompt import TRANSCRIPT_NOTICE
 from app.ui import theme
+from app.ui.chat.tools_dialog import ToolsDialog
 from app.ui.load_notes import EXPLAINED
 from app.ui.model_bar import ModelBar
 from app.ui.models.labels import FIT_COLOURS, fit_colour
-from app.ui.widgets.levels import LevelLabel, contrast
+from app.ui.remote.dialog import ConnectDialog
+from app.ui.settings.dialog import SettingsDialog
+from app.ui.widgets.levels import LevelLabel, contrast, level_colour
 from app.ui.widgets.message_bar import MessageBar
 from tests.ui.conftest import small_config
 
@@ -165,3 +170,53 @@ def test_the_fit_labels_read_on_every_background_they_are_drawn_on(qtbot, back_t
         colour = QColor(fit_colour(label, dark=choice == "dark"))
         for role in (QPalette.ColorRole.Base, QPalette.ColorRole.AlternateBase, QPalette.ColorRole.Window):
             assert contrast(colour, pal.color(role)) >= 4.5, (label, choice, role)
+
+
+def assert_in_level(widget: QWidget, level: str, dark: bool, what: str) -> None:
+    """Readable, and drawn in `level`'s colour for this theme, not in the plain text's."""
+    assert_readable(widget, dark, what)
+    fg, _bg = painted(widget)
+    want = level_colour(level, widget.window().palette())
+    off = abs(fg.red() - want.red()) + abs(fg.green() - want.green()) + abs(fg.blue() - want.blue())
+    assert off <= 60, f"{what}: drawn in {fg.name()}, the {level} colour here is {want.name()}"
+
+
+def test_the_dialogs_error_and_warning_lines_follow_each_theme_switch_while_open(qtbot, back_to_system):
+    switch(qtbot, "light")
+    fell_back = LoadReport(model_path="/m.gguf", backend="CUDA", gpu_offload_supported=True,
+                           n_gpu_layers_requested=-1, layers_offloaded=0, layers_total=18,
+                           fallback="CUDA ran out of memory: the model was loaded on the CPU", load_s=0.5,
+                           n_ctx=4096, n_threads=4)
+    settings = SettingsDialog(AppConfig(), report=fell_back)
+    qtbot.addWidget(settings)
+    settings.show()
+    settings.speculative.setCurrentIndex(settings.speculative.findData("draft"))  # and no draft model
+    settings._accept()
+    assert settings.isVisible() and settings.error.isVisible() and "draft model" in settings.error.text()
+    [fallback] = [w for w in settings.hardware.findChildren(QLabel) if "ran out of memory" in w.text()]
+    connect = ConnectDialog()
+    qtbot.addWidget(connect)
+    connect.show()
+    connect.url.setText("not a url")
+    connect.list_models()
+    assert "not a URL" in connect.status.text()
+    tools = ToolsDialog()
+    qtbot.addWidget(tools)
+    tools.show()
+    tools.edit.setPlainText("[{")
+    tools.accept()
+    assert tools.isVisible() and tools.error.isVisible()
+    for choice in ("light", "dark", "light", "dark"):
+        switch(qtbot, choice)
+        dark = choice == "dark"
+        settings.tabs.setCurrentIndex(1)  # the Model page, where Hardware says the fallback
+        qtbot.wait(20)
+        assert not settings.error.styleSheet() and not fallback.styleSheet()  # nothing baked in
+        assert_in_level(settings.error, "error", dark, f"settings error, {choice}")
+        assert_in_level(fallback, "warning", dark, f"hardware fallback, {choice}")
+        assert_in_level(connect.status, "error", dark, f"connect error, {choice}")
+        assert_in_level(tools.error, "error", dark, f"tools JSON error, {choice}")
+    connect.url.setText("http://127.0.0.1:9/v1")
+    connect._say("asking 127.0.0.1…")  # not an error any more: the plain text colour again
+    fg, _bg = painted(connect.status)
+    assert contrast(fg, connect.palette().color(QPalette.ColorRole.WindowText)) < 1.2

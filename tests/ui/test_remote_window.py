@@ -21,7 +21,7 @@ def test_connect_chat_and_footers_on_llama_server(qtbot, make_window, llama_serv
         win.connections.connect_to(saved, key=KEY)
     info = got.args[0]
     assert info.model is None and info.n_ctx == 2048
-    bar = win.model_bar.status.text()
+    bar = win.model_bar.status.full_text()  # the whole line, however much of it shows
     assert "remote llama-server at 127.0.0.1" in bar and "ctx 2048" in bar
     assert any(p == saved for p in win.model_bar._paths)  # listed in the picker beside local files
     msg = ask(qtbot, win, "Name a colour.")
@@ -61,7 +61,7 @@ def test_an_unreachable_server_is_one_message_and_the_default_model_still_loads(
     assert json.loads(default_path().read_text())["active_endpoint"] is None  # the next launch is not stuck
     with qtbot.waitSignal(win.model_loaded, timeout=30_000):
         win._on_bar_action("default")
-    assert win.remote is None and "remote" not in win.model_bar.status.text()
+    assert win.remote is None and "remote" not in win.model_bar.status.full_text()
 
 
 def test_a_mistyped_server_url_is_said_in_the_dialog_and_the_model_stays(qtbot, make_window):

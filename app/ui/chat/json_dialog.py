@@ -2,17 +2,17 @@
 
 The schema dialog and the tools dialog check their text on OK and say why it
 cannot be used in the one line under it, keeping the dialog open with the
-text as typed; this is that shape, written once.
+text as typed; this is that shape, written once. The error line's red is the
+theme's of the moment (app.ui.widgets.levels), chosen again on a switch, not
+the one of the theme the dialog opened in.
 """
 
 from __future__ import annotations
 
-from PySide6.QtGui import QFontDatabase, QPalette
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout
 
 from app.ui.widgets.one_line import OneLineLabel
-
-ERROR_LIGHT, ERROR_DARK = "#c0392b", "#ff7b72"  # the message bar's red; a light one on dark greys
 
 
 class JsonTextDialog(QDialog):
@@ -27,6 +27,7 @@ class JsonTextDialog(QDialog):
         self.edit.setPlainText(text)
         self.error = OneLineLabel()  # why the text cannot be used; hidden while there is nothing to say
         self.error.set_line("")
+        self.error.set_level("error")
         self.edit.textChanged.connect(lambda: self.error.set_line(""))
         std = QDialogButtonBox.StandardButton
         self.buttons = QDialogButtonBox(std.Ok | std.Cancel)
@@ -41,6 +42,4 @@ class JsonTextDialog(QDialog):
         self.resize(560, 380)
 
     def _show_error(self, text: str) -> None:
-        dark = self.palette().color(QPalette.ColorRole.Base).lightness() < 128
-        self.error.setStyleSheet(f"color: {ERROR_DARK if dark else ERROR_LIGHT};")
         self.error.set_line(text)

@@ -9,49 +9,27 @@ conversation at once, as the reply format chooser does.
 The button is a push button with a menu, not a tool button: Fusion draws a
 tool button's menu arrow over its last letters ("No tools" ran into it) and
 leaves no room for it in its size, where a push button's size makes room for
-the arrow. A label longer than the button's width is cut with an ellipsis
-before the arrow, the whole in its tooltip.
+the arrow (app.ui.widgets.menu_button). A label longer than the button's width
+is cut with an ellipsis before the arrow, the whole in its tooltip.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
-    QMenu,
-    QPushButton,
-    QStyle,
-    QStyleOptionButton,
-    QStylePainter,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QWidget
 
 from app.chat import builtin_tools
 from app.chat.conversation import LiveConversation
 from app.chat.tool_set import ToolSet, ToolSetError, make_tool_set
 from app.ui.chat.flow import ChatFlow
 from app.ui.chat.tools_dialog import ToolsDialog
+from app.ui.widgets.menu_button import MenuButton  # here too for the presets chooser
 
 BUILTIN_LABELS = {builtin_tools.CALCULATOR: "Calculator", builtin_tools.CLOCK: "Current time"}
 CHOICE_LABELS = {"auto": "Auto: the model decides", "required": "Required: its first reply calls a tool",
                  "none": "None: no calls"}
 MAX_WIDTH = 220
-
-
-class MenuButton(QPushButton):
-    """A push button with a menu whose text, past its width, is cut short of the menu arrow."""
-
-    def paintEvent(self, ev) -> None:
-        opt = QStyleOptionButton()
-        self.initStyleOption(opt)
-        style = self.style()
-        arrow = style.pixelMetric(QStyle.PixelMetric.PM_MenuButtonIndicator, opt, self)
-        margin = 2 * style.pixelMetric(QStyle.PixelMetric.PM_ButtonMargin, opt, self)
-        room = self.width() - arrow - margin - 2 * style.pixelMetric(QStyle.PixelMetric.PM_DefaultFrameWidth)
-        opt.text = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, max(room, 0))
-        QStylePainter(self).drawControl(QStyle.ControlElement.CE_PushButton, opt)
 
 
 class ToolsChooser(QWidget):

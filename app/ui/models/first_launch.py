@@ -10,6 +10,11 @@ free now; offline, the panel says the fit could not be checked rather than guess
 of the Hub itself (offline, a mirror down) is the same for every offer, so the panel says it
 once under them and each offer keeps only its size; one of a model's own (no such
 repository, gated) stays beside that model.
+
+At the window's smallest size (900 x 600) the panel once took 265 px and left the chat 70: it
+now keeps to about a fifth of the column it sits in (enough for its first line and the first
+offers), scrolls the rest, says the why of it below the offers rather than above them, and
+folds to its first line with ▴ (✕ still closes it for good).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QFrame,
@@ -58,12 +63,14 @@ SUGGESTED = (
 
 
 ERROR_CHARS = 48  # a fit that could not be checked says why in this much; the whole line on hover
-INTRO = ("<b>You are trying LlamaDesk on its bundled model, Gemma 3 270M:</b> a tiny (253 MB) <i>base</i> "
-         "model, there so the app works the moment it opens. A base model continues text instead of "
-         "following instructions, so its answers are often wrong or wander off. For real chats, download "
-         "an instruction-tuned model:")
-FOOTER = ("Downloads are checked against the Hub's sha256 and can be paused. Others: "
+INTRO = ("<b>The bundled model, Gemma 3 270M,</b> is a tiny <i>base</i> model: for real chats, "
+         "download one of these instead.")
+FOOTER = ("The bundled model (253 MB) is there so the app works the moment it opens; a base model continues "
+          "text instead of following instructions, so its answers are often wrong or wander off. Downloads "
+          "are checked against the Hub's sha256 and can be paused. Others: "
           '<a href="models:" style="color:{link};">Get models…</a> (Model menu). This note is shown once.')
+SHARE = 0.22  # of the chat column's height, at most: the chat keeps the rest
+LEAST = 96  # px: the panel's first line and an offer, however short the window
 UNREACHABLE = "Fit not checked: the Hub cannot be reached ({why})"  # the endpoint it tried on hover
 
 
@@ -98,6 +105,8 @@ class FirstLaunchPanel(QFrame):
 
     def __init__(self, suggestions: tuple[Suggestion, ...] | None = None, parent=None):
         super().__init__(parent)
+        self._column: QWidget | None = None  # whose height the panel keeps a share of
+        self.folded = False  # down to its first line (▴)
         self.setObjectName("first-launch")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.suggestions = suggestions if suggestions is not None else SUGGESTED
@@ -109,13 +118,12 @@ class FirstLaunchPanel(QFrame):
         self.unreachable = _wrapping()
         self.unreachable.setTextFormat(Qt.TextFormat.PlainText)
         self.unreachable.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.unreachable.setContentsMargins(12, 0, 0, 0)
+        self.unreachable.setContentsMargins(6, 0, 0, 0)
         self.unreachable.hide()
         body = QWidget()
         col = QVBoxLayout(body)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(4)
-        col.addWidget(self.intro)
         self.lines: list[QLabel] = []
         self.buttons: list[QPushButton] = []
         for s in self.suggestions:
@@ -125,7 +133,7 @@ class FirstLaunchPanel(QFrame):
             button.setToolTip(f"Download {s.spec} in the Models window")
             button.clicked.connect(lambda _c=False, spec=s.spec: self.download_requested.emit(spec))
             row = QHBoxLayout()
-            row.setContentsMargins(12, 0, 0, 0)
+            row.setContentsMargins(6, 0, 0, 0)
             row.addWidget(line, 1)
             row.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
             col.addLayout(row)
@@ -138,17 +146,25 @@ class FirstLaunchPanel(QFrame):
         self.scroller.setWidgetResizable(True)
         self.scroller.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroller.setWidget(body)
+        self.fold_button = QToolButton()
+        self.fold_button.setAutoRaise(True)
+        self.fold_button.clicked.connect(lambda: self.fold(not self.folded))
         self.close_button = QToolButton()
+        self.close_button.setAutoRaise(True)
         self.close_button.setText("✕")
         self.close_button.setToolTip("Close (this is shown once)")
         self.close_button.clicked.connect(self._dismiss)
-        side = QVBoxLayout()
-        side.addWidget(self.close_button)
-        side.addStretch(1)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(10, 6, 4, 6)
-        row.addWidget(self.scroller, 1)
-        row.addLayout(side)
+        top = QHBoxLayout()
+        top.setSpacing(2)
+        top.addWidget(self.intro, 1)
+        top.addWidget(self.fold_button, 0, Qt.AlignmentFlag.AlignTop)
+        top.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 4, 4, 4)
+        lay.setSpacing(4)
+        lay.addLayout(top)
+        lay.addWidget(self.scroller, 1)
+        self.fold(False)
         self._plain: list[str] = []
         self.refresh()
 
@@ -220,6 +236,30 @@ class FirstLaunchPanel(QFrame):
         super().changeEvent(ev)
         if ev.type() == ev.Type.PaletteChange:
             self.refresh()
+        elif ev.type() == ev.Type.ParentChange:
+            if self._column is not None:
+                self._column.removeEventFilter(self)
+            self._column = self.parentWidget()
+            if self._column is not None:
+                self._column.installEventFilter(self)
+            self._keep_to_share()
+
+    def fold(self, on: bool) -> None:
+        """Down to its first line (the offers and the rest hidden), or open again."""
+        self.folded = on
+        self.scroller.setVisible(not on)
+        self.fold_button.setText("▾" if on else "▴")
+        self.fold_button.setToolTip("Show the models to download" if on else
+                                    "Fold to one line (✕ closes it for good)")
+
+    def _keep_to_share(self) -> None:
+        if self._column is not None:
+            self.setMaximumHeight(max(LEAST, int(SHARE * self._column.height())))
+
+    def eventFilter(self, obj: QObject, ev: QEvent) -> bool:
+        if obj is self._column and ev.type() == QEvent.Type.Resize:
+            self._keep_to_share()
+        return False
 
     def _dismiss(self) -> None:
         self.hide()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPushButton,
     QVBoxLayout,
@@ -37,6 +36,7 @@ from app.remote import keys
 from app.remote.endpoint import Endpoint
 from app.ui.remote.probe import ProbeWorker
 from app.ui.threads import WorkerThread
+from app.ui.widgets.levels import LevelLabel
 
 log = logging.getLogger("llamadesk.ui.remote")
 FORMATS = (("chat", "Chat: the server applies the model's chat template"),
@@ -73,7 +73,9 @@ class ConnectDialog(QDialog):
             self.format.addItem(label, key)
         if saved:
             self.format.setCurrentIndex(max(0, [k for k, _ in FORMATS].index(saved.prompt_format)))
-        self.status = QLabel("Nothing leaves this machine until you list the models or connect.")
+        # What answered, or why not in the error colour of the theme showing (again on a switch).
+        self.status = LevelLabel("Nothing leaves this machine until you list the models or connect.")
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # a server's words are not markup
         self.status.setWordWrap(True)
         self._listed.connect(self._on_listed)
         self._probe_thread: WorkerThread | None = None  # from the first question on
@@ -110,7 +112,11 @@ class ConnectDialog(QDialog):
         return Endpoint.parse(self.url.text(), key)  # the keyring's, if any, is read off this thread
 
     def _fail(self, message: str) -> None:
-        self.status.setText(f'<span style="color:#c0392b;">{message}</span>')
+        self._say(message, "error")
+
+    def _say(self, text: str, level: str = "") -> None:
+        self.status.setText(text)
+        self.status.set_level(level)
 
     def list_models(self) -> None:
         try:
@@ -123,7 +129,7 @@ class ConnectDialog(QDialog):
     def _ask(self, ep: Endpoint) -> None:
         self.list_button.setEnabled(False)
         self.connect_button.setEnabled(False)
-        self.status.setText(f"asking {ep.host}…")
+        self._say(f"asking {ep.host}…")
         if self._probe_thread is None:
             w = ProbeWorker()
             self._probe_thread = WorkerThread(
@@ -176,8 +182,8 @@ class ConnectDialog(QDialog):
             self.model.setCurrentText(current)
         n = len(ids)
         version = f" {info.version}" if info.version else ""
-        self.status.setText(f"{info.kind}{version}: {n} model{'s' if n != 1 else ''}"
-                            + (f", ctx {info.n_ctx}" if info.n_ctx else ""))
+        self._say(f"{info.kind}{version}: {n} model{'s' if n != 1 else ''}"
+                  + (f", ctx {info.n_ctx}" if info.n_ctx else ""))
 
     def accept(self) -> None:
         """Check the fields, then ask the server; the dialog closes once it answered."""

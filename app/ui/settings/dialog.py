@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -22,8 +23,10 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QGroupBox,
     QHBoxLayout,
     QLabel,
+    QLayout,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
@@ -37,6 +40,7 @@ from app.config import THEMES, AppConfig
 from app.engine import backend, prompt_cache
 from app.engine.prompt import TranscriptFormat
 from app.ui.settings.hardware import HardwarePanel
+from app.ui.widgets.levels import LevelLabel
 
 # (label, what it does in a line, more on hover)
 HINTS = {
@@ -180,28 +184,34 @@ class SettingsDialog(QDialog):
         model.addRow("Draft model", draft_row)
         self.hardware = HardwarePanel(report)  # read-only: where the loaded model runs
         model.addRow(self.hardware)
-        prompt = QFormLayout()
-        prompt.addRow(self.preamble)
-        prompt.addRow(self.preamble_text)
+        # A column, not a form: a form row gave the cache's wrapped words one line's height and
+        # cut them top and bottom; in a box layout a wrapping label gets the height its width needs.
+        prompt = QVBoxLayout()
+        prompt.addWidget(self.preamble)
+        prompt.addWidget(self.preamble_text)
         self.cache_label = QLabel()
         self.cache_label.setWordWrap(True)
         self.clear_cache_button = QPushButton("Clear")
         self.clear_cache_button.setToolTip("Delete the saved prompt prefixes (rebuilt as chats start)")
         self.clear_cache_button.clicked.connect(self.clear_prompt_cache)
-        cache_row = QHBoxLayout()
+        cache_box = QGroupBox("Prompt cache")
+        cache_row = QHBoxLayout(cache_box)
         cache_row.addWidget(self.cache_label, 1)
-        cache_row.addWidget(self.clear_cache_button)
-        prompt.addRow("Prompt cache", cache_row)
+        cache_row.addWidget(self.clear_cache_button, 0, Qt.AlignmentFlag.AlignTop)
+        prompt.addWidget(cache_box)
+        prompt.addStretch(1)
         self._show_cache()
         look = QFormLayout()
         look.addRow("Theme", _hinted(self.theme, *HINTS["Appearance"]))
         self.tabs = QTabWidget()  # one screenful each, so the dialog fits a 600-pixel-high screen
-        for title, form in (("Replies", replies), ("Model", model), ("Prompt", prompt), ("Appearance", look)):
+        pages: tuple[tuple[str, QLayout], ...] = (("Replies", replies), ("Model", model), ("Prompt", prompt),
+                                                  ("Appearance", look))
+        for title, form in pages:
             page = QWidget()
             page.setLayout(form)
             self.tabs.addTab(page, title)
-        self.error = QLabel()
-        self.error.setStyleSheet("color: #c0392b;")
+        self.error = LevelLabel()  # red that reads on the theme showing, chosen again on a switch
+        self.error.set_level("error")
         self.error.setWordWrap(True)
         self.error.hide()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel
+from PySide6.QtWidgets import QFormLayout, QGroupBox
 
 from app.engine import backend
 from app.engine.loader import LoadReport
+from app.ui.widgets.levels import LevelLabel
 
 NO_OFFLOAD = "none (CPU-only llama.cpp build)"
 
@@ -85,9 +86,9 @@ class HardwarePanel(QGroupBox):
         self.setMinimumWidth(420)  # device names and memory stay on one line each
         form = QFormLayout(self)
         for label, text in self.rows:
-            value = QLabel(text)
+            value = LevelLabel(text)
             value.setWordWrap(True)
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            if label == "Fallback":
-                value.setStyleSheet("color: #d68910;")
+            if label == "Fallback":  # a warning's colour for the theme showing, again on a switch
+                value.set_level("warning")
             form.addRow(label, value)

@@ -73,12 +73,16 @@ class LevelLabel(QLabel):
         super().__init__(text, parent)
         self.level = ""
         self._painting = False
+        self._coloured = False  # a level's colour was set: "" then gives the palette back
 
     def set_level(self, level: str) -> None:
         self.level = level
         self._recolour()
 
     def _recolour(self) -> None:
+        if self.level not in LIGHT and not self._coloured:
+            return  # never coloured: the palette is left as whoever made the label set it
+        self._coloured = self.level in LIGHT
         parent = self.parentWidget()
         base = QPalette(parent.palette() if parent is not None else self.palette())
         pal = QPalette()
