@@ -8,6 +8,10 @@ atomic within one file system; it is flushed to disk before the rename (a
 rename that reaches the disk before the data would leave an empty file after
 a power cut), and it is removed on any failure, so nothing is left behind.
 
+A file that could not be used in full is copied aside (`keep_aside`) before a
+writer replaces it, so a hand edit or a damaged file is never lost: the
+settings and the presets both do.
+
 Lives below every layer (it imports nothing of LlamaDesk's) so the engine and
 the store can both use it.
 """
@@ -16,12 +20,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import secrets
+import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 TEMP_SUFFIX = ".tmp"  # what a cleaner may treat as a leftover of a crashed writer
+
+log = logging.getLogger("llamadesk.files")
 
 
 def temp_beside(path: Path, mode: int = 0o666) -> tuple[int, Path]:
@@ -103,3 +112,19 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def keep_aside(path: Path, why: str = "unusable") -> Path | None:
+    """Copy `path` to `<name>.<why>-<time>` beside it before anything saves over it (a second
+    copy in the same second gets its own name); None if even that fails (logged)."""
+    stem = f"{path.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}"
+    dest = path.with_name(stem)
+    n = 2
+    while dest.exists():
+        dest, n = path.with_name(f"{stem}-{n}"), n + 1
+    try:
+        shutil.copy2(path, dest)
+    except OSError as e:
+        log.warning("could not keep a copy of %s: %s", path, e)
+        return None
+    return dest

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -210,17 +208,6 @@ def _read_values(data: dict) -> tuple[AppConfig, list[str]]:
     return cfg, problems
 
 
-def _keep_copy(path: Path) -> Path | None:
-    """Copy the file aside before anything saves over it; None if even that fails."""
-    dest = path.with_name(f"{path.name}.unusable-{time.strftime('%Y%m%d-%H%M%S')}")
-    try:
-        shutil.copy2(path, dest)
-    except OSError as e:
-        log.warning("could not keep a copy of %s: %s", path, e)
-        return None
-    return dest
-
-
 def read_config(path: Path | None = None) -> ConfigLoad:
     path = path or default_path()
     try:
@@ -233,14 +220,14 @@ def read_config(path: Path | None = None) -> ConfigLoad:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         reason = f"{path} is not valid JSON ({e}); every setting was reset to its default"
-        return ConfigLoad(AppConfig(), [reason], _keep_copy(path))
+        return ConfigLoad(AppConfig(), [reason], atomic_file.keep_aside(path))
     if not isinstance(data, dict):
         reason = f"{path} does not hold a settings object; every setting was reset to its default"
-        return ConfigLoad(AppConfig(), [reason], _keep_copy(path))
+        return ConfigLoad(AppConfig(), [reason], atomic_file.keep_aside(path))
     cfg, problems = _read_values(data)
     for problem in problems:
         log.warning("settings file %s: %s", path, problem)
-    return ConfigLoad(cfg, problems, _keep_copy(path) if problems else None)
+    return ConfigLoad(cfg, problems, atomic_file.keep_aside(path) if problems else None)
 
 
 def load_config(path: Path | None = None) -> AppConfig:

@@ -13,7 +13,10 @@ With tools the reply may
 be tool calls, printed as what they are (the tool, its arguments); built-in
 tools run here and the model is asked again with their results
 (app.chat.tool_loop), and a declared tool's result is given back with
-`--continue ID --tool-result TEXT`.
+`--continue ID --tool-result TEXT`. `--preset NAME` starts the question from a
+preset saved in the window (app.chat.presets): its system prompt, sampling
+settings, reply format and tools, each unless a flag gives its own; like the
+window, it sets up a new conversation only, never a continued one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.chat.engines import open_engine
+from app.chat.presets import SAMPLING, Preset, PresetStore
 from app.chat.recorder import TurnRecorder, record_turn
 from app.chat.reply import Reply
 from app.chat.reply_format import ReplyFormat, ReplyFormatError
@@ -64,6 +68,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--continue", dest="continue_id", type=int, default=None, metavar="ID",
                    help="continue conversation ID (see `llamadesk list`) with its history and system prompt")
     p.add_argument("--no-save", action="store_true", help="do not record this exchange in the history")
+    p.add_argument("--preset", metavar="NAME",
+                   help="start from a preset saved in the window: its system prompt, sampling settings, "
+                        "reply format and tools (a flag given as well wins); not with --continue")
     t = p.add_argument_group(
         "tools (the reply may call them; calls are printed as the tool and its arguments, and with "
         "--json listed in tool_calls; a reply with tools prints once it is whole)")
@@ -89,8 +96,36 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_model_args(p)
     add_endpoint_args(p)
     add_sampling_args(p)
+    # A sampling flag not given takes the preset's value (--preset), else its usual default.
+    p.set_defaults(sampling_defaults={k: p.get_default(k) for k in SAMPLING}, **dict.fromkeys(SAMPLING))
     add_speculative_args(p, "with a local --model only")
     return p
+
+
+def take_preset(args: argparse.Namespace) -> Preset | None:
+    """--preset NAME, read from the window's presets file: its system prompt and its sampling
+    values fill what the flags left out (the rest take their usual defaults). A preset file with
+    presets that cannot be used is said, the preset asked for used if it can be."""
+    preset = None
+    if getattr(args, "preset", None) is not None:
+        if args.continue_id is not None:
+            raise ValueError("--preset sets up a new conversation; a continued one keeps its own "
+                             "(drop --preset or --continue)")
+        load = PresetStore().read()
+        if load.message():
+            note(load.message())
+        preset = load.find(args.preset)
+        if preset is None:
+            names = ", ".join(f"«{p.name}»" for p in load.presets) or "none saved yet"
+            raise ValueError(f"--preset {args.preset}: there is no such preset (saved: {names})")
+        if args.system is None:
+            args.system = preset.system_prompt or None
+    defaults = getattr(args, "sampling_defaults", {})
+    for k in SAMPLING:
+        if getattr(args, k, None) is None:
+            given = preset.sampling.get(k) if preset is not None else None
+            setattr(args, k, defaults.get(k) if given is None else given)
+    return preset
 
 
 def generate_interruptibly(work, cancel: CancelToken | None = None):
@@ -200,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--tool-choice is empty")
     if args.tool_result is None and not args.prompt.strip():
         raise ValueError("the prompt is empty")
+    preset = take_preset(args)
     settings = replace(sampling(args), constraint=reply_constraint(args), speculative=speculative_mode(args))
     endpoint = endpoint_from_args(args)  # a bad URL or key is refused before anything opens
     if endpoint is not None and (settings.speculative or args.draft_model):
@@ -211,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         if store.notice:
             note(store.notice)
     try:
-        return _ask(args, settings, store, endpoint)
+        return _ask(args, settings, store, endpoint, preset)
     finally:
         if store is not None:
             store.close()
@@ -227,8 +263,10 @@ def _waiting_call(conv) -> ToolCall:
     return waiting[0]
 
 
-def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endpoint | None) -> int:
-    history, system, stored_tools = [], args.system, None
+def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endpoint | None,
+         preset: Preset | None = None) -> int:
+    history, system = [], args.system
+    stored_tools = preset.tools.to_json() if preset is not None else None
     waiting: ToolCall | None = None
     if args.continue_id is not None:
         conv = store.get_conversation(args.continue_id)  # fails early for a wrong id
@@ -240,6 +278,8 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
     tools = tool_set_of(args, stored_tools)
     if args.continue_id is not None and settings.constraint is None and not tools.active:
         settings = replace(settings, constraint=_stored_constraint(conv.reply_format))
+    if preset is not None and settings.constraint is None and not tools.active:
+        settings = replace(settings, constraint=preset.reply_format.constraint())
     if tools.active and settings.constraint is not None:
         raise ValueError("tools hold the reply to the tool format: give --schema, --json-object or "
                          "--grammar without tools")

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.engines import EngineTarget
+from app.chat.presets import PresetStore
 from app.chat.recorder import TurnRecorder
 from app.config import AppConfig, SavedEndpoint, read_config, save_config
 from app.ui import gc_pauses, theme
@@ -40,6 +41,7 @@ from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Loaded
 from app.ui.chat.flow import ChatFlow
 from app.ui.chat.gauges import GaugesPanel, MachineFeed
+from app.ui.chat.presets_menu import PresetsMenu
 from app.ui.chat.reply_format import ReplyFormatChooser, follow_conversations
 from app.ui.chat.tool_result_box import ToolResultBox
 from app.ui.chat.tools_chooser import ToolsChooser, follow_tools
@@ -129,6 +131,9 @@ class MainWindow(QMainWindow):
         self.flow = ChatFlow(self.bridge, self.view, self.composer, self.gauges, self.bar,
                              settings=lambda: self.config.generation(),
                              streaming=lambda: self.config.streaming, recorder=self.recorder, parent=self)
+        self.presets = PresetsMenu(PresetStore.beside(config_path), self.flow, self.system_prompt,
+                                   self.reply_format, self.tools, self.bar, config=lambda: self.config,
+                                   apply_settings=self.apply_settings, new_chat=self.new_chat, parent=self)
         self.history_panel = HistoryPanel(self.store)
         self._build_layout()
         self._wire()
@@ -154,6 +159,7 @@ class MainWindow(QMainWindow):
         sys_row.addWidget(self.system_prompt, 1)
         sys_row.addWidget(self.reply_format)
         sys_row.addWidget(self.tools)
+        sys_row.addWidget(self.presets)
         chat = QWidget()
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
