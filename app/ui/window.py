@@ -18,8 +18,6 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
     QLineEdit,
     QMainWindow,
     QMessageBox,
@@ -43,6 +41,7 @@ from app.ui.chat.flow import ChatFlow
 from app.ui.chat.gauges import GaugesPanel, MachineFeed
 from app.ui.chat.presets_menu import PresetsMenu
 from app.ui.chat.reply_format import ReplyFormatChooser, follow_conversations
+from app.ui.chat.setup_row import SetupRow
 from app.ui.chat.tool_result_box import ToolResultBox
 from app.ui.chat.tools_chooser import ToolsChooser, follow_tools
 from app.ui.chat.view import ChatView
@@ -154,16 +153,11 @@ class MainWindow(QMainWindow):
             self.load_model(self.remote or self.model_path)
 
     def _build_layout(self) -> None:
-        sys_row = QHBoxLayout()
-        sys_row.addWidget(QLabel("System"))
-        sys_row.addWidget(self.system_prompt, 1)
-        sys_row.addWidget(self.reply_format)
-        sys_row.addWidget(self.tools)
-        sys_row.addWidget(self.presets)
+        self.setup_row = SetupRow(self.system_prompt, [self.reply_format, self.tools, self.presets])
         chat = QWidget()
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
-        col.addLayout(sys_row)
+        col.addWidget(self.setup_row)
         self.chat_column = col  # the first-launch panel goes on top of it
         self.chat_area = ChatArea(self.view)  # the welcome while the conversation is empty
         col.addWidget(self.chat_area, 1)

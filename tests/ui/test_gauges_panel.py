@@ -45,7 +45,10 @@ def test_mid_reply_the_panel_shows_live_numbers_the_ceiling_and_the_timeline(qtb
     assert re.fullmatch(r"\d+\.\d tok/s", mid["decode"]) and mid["caption"] == "Decode (live)"
     assert re.fullmatch(r"\d+ ms", mid["ttft"])
     assert mid["points"] >= 2, "the live decode curve has points mid-reply"
-    assert mid["ceiling_shown"] and mid["ceiling"] == mid["bar_ceiling"] and mid["bar"] > 0
+    # The chart is drawn every other refresh while a reply runs: its ceiling may be one refresh
+    # (a few more KV cells) behind the bar's.
+    assert mid["ceiling_shown"] and abs(mid["ceiling"] - mid["bar_ceiling"]) < 0.02 * mid["bar_ceiling"]
+    assert mid["bar"] > 0
     qtbot.waitUntil(lambda: g.decode.caption.text() == "Decode", timeout=5_000)
     assert g.decode.text() == f"{second.stats.decode_tok_s:.1f} tok/s" == str(second.stats.decode())
     assert g.prefill.text() == str(second.stats.prefill())  # a rate, or a short prompt's time

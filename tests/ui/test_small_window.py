@@ -206,3 +206,17 @@ def test_the_prompt_cache_line_has_the_height_its_words_need(qtbot):
         assert inside(label, page) and inside(dlg.clear_cache_button, page)
         if width < 900:
             assert need > label.fontMetrics().height()  # it wraps at this width: the case that was cut
+
+
+def test_the_system_prompt_stays_readable_at_900_and_shares_its_line_when_wide(qtbot, make_window):
+    from app.ui.chat.setup_row import PROMPT_MIN_PX
+
+    win = make_window(small_config(max_tokens=4))
+    row, prompt = win.setup_row, win.system_prompt
+    settle(qtbot, win, 900, 600)
+    assert row.stacked and prompt.width() >= PROMPT_MIN_PX
+    assert win.presets.geometry().right() <= row.choosers.width()  # the choosers whole, under it
+    assert row.choosers.y() > prompt.y()
+    settle(qtbot, win, 1600, 1000)
+    assert not row.stacked and prompt.width() >= PROMPT_MIN_PX
+    assert abs(row.choosers.y() - prompt.y()) < prompt.height(), "one line when there is room"

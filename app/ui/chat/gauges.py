@@ -123,6 +123,14 @@ def grammar_words(s: Snapshot) -> str | None:
     return f"Grammar {fig}{share}"
 
 
+def legend(setup: bool) -> str:
+    """The timeline's colours; the format's setup among them only while a turn shown has one
+    (a model's first constrained reply), so the usual legend keeps to one line."""
+    parts = [swatch(WAIT, "wait"), *([swatch(SETUP, "format setup")] if setup else []),
+             swatch(NEW, "prefill"), swatch(GENERATED, "decode"), swatch(CACHED, "cached", "◆")]
+    return " &nbsp; ".join(parts)
+
+
 def turn_line(number: int, t: Turn) -> str:
     """A finished reply on the timeline, with the footer's TTFT and total (the segments' own
     times are the bars' lengths, and the turn's tooltip)."""
@@ -187,10 +195,7 @@ class GaugesPanel(QScrollArea):
         self.timeline.setToolTip(TIMELINE_HELP)
         self.plot_box = ChartOrNote(self.plot, f"The decode rate {FIRST}.")
         self.timeline_box = ChartOrNote(self.timeline, f"Each reply's wait, prefill and decode {FIRST}.")
-        self.timeline_text = _rich_label(
-            " &nbsp; ".join((swatch(WAIT, "wait"), swatch(SETUP, "format setup"), swatch(NEW, "prefill"),
-                             swatch(GENERATED, "decode"),
-                             swatch(CACHED, "cached", "◆"))))
+        self.timeline_text = _rich_label(legend(setup=False))
         self.turn_text = _rich_label(lines=1)
         self.machine = _rich_label("–")
         self.gpu = _rich_label("–")
@@ -199,6 +204,7 @@ class GaugesPanel(QScrollArea):
                                 "(sampled twice a second)")
         self.gpu.setToolTip("NVIDIA GPUs through NVML: use, memory, power and temperature")
         self._build()
+        self._setup_shown = False  # the legend names the format's setup
         self.updates = 0  # refresh count (tests check the panel moves mid-reply)
 
     def _build(self) -> None:
@@ -269,6 +275,10 @@ class GaugesPanel(QScrollArea):
         if turn != 0:
             self.timeline_box.show_chart(bool(s.turns))
             self.timeline.set_turns(s.turns)
+            setup = any(t.setup_s >= SETUP_NAMED_S for t in s.turns[-TimelineChart.SHOWN:])
+            if setup != self._setup_shown:
+                self._setup_shown = setup
+                self.timeline_text.setText(legend(setup))
         done = [t for t in s.turns if not t.live]
         self.turn_text.setText(turn_line(len(done), done[-1]) if done else "")
         self.turn_text.setToolTip(turn_tip(done[-1]) if done else "")
