@@ -33,6 +33,10 @@ class MessageBody:
     tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn's calls (its content may be empty)
     tool_call_id: str | None = None  # a "tool" turn: the call whose result it is
     tool_name: str | None = None  # a "tool" turn: the tool that answered
+    # Where it stands in its conversation's tree: the message it follows (None: the first, or
+    # not saved), and whether the user rewrote it (an assistant reply edited by hand).
+    parent_id: int | None = None
+    edited: bool = False
 
     def body(self) -> MessageBody:
         """The turn's words alone, detached from whatever holds them: what an engine is handed,

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 
 from app.engine.stats import ReplyStats
+from app.history import tree
 from app.history.connection import MAX_ID, StoreBase
 from app.history.errors import ConversationNotFound
 from app.history.records import FORMATS, ConversationSummary, StoredConversation, StoredMessage
@@ -46,26 +48,54 @@ class ConversationRows(StoreBase):
         with self._read() as c:
             row = c.execute(
                 "SELECT id, title, created_at, updated_at, system_prompt, model, settings, reply_format, "
-                "tools FROM conversations WHERE id = ? AND deleted_at IS NULL", (conv_id,)).fetchone()
+                "tools, active_leaf FROM conversations WHERE id = ? AND deleted_at IS NULL",
+                (conv_id,)).fetchone()
             if row is None:
                 raise ConversationNotFound(self.path, f"no conversation with id {conv_id}")
             rows = c.execute(
                 "SELECT id, conversation_id, role, content, created_at, updated_at, state, stats, "
-                "out_of_context, format, tool_calls, tool_call_id, tool_name FROM messages "
-                "WHERE conversation_id = ? ORDER BY id",
+                "out_of_context, format, tool_calls, tool_call_id, tool_name, parent_id, edited "
+                "FROM messages WHERE conversation_id = ? ORDER BY id",
                 (conv_id,)).fetchall()
         conv = StoredConversation(row[0], row[1], row[2], row[3], row[4], row[5],
                                   settings=json.loads(row[6] or "{}"), reply_format=_reply_format(row[7]),
-                                  tools=_reply_format(row[8], "tools"))
+                                  tools=_reply_format(row[8], "tools"), active_leaf=row[9])
         from_json = ReplyStats.from_json
-        conv.messages = [
-            StoredMessage(r[2], r[3], calls_from_json(r[10]), r[11], r[12], id=r[0], conversation_id=r[1],
-                          created_at=r[4], updated_at=r[5], state=r[6],
+        conv.tree = [
+            StoredMessage(r[2], r[3], calls_from_json(r[10]), r[11], r[12], r[13], bool(r[14]), id=r[0],
+                          conversation_id=r[1], created_at=r[4], updated_at=r[5], state=r[6],
                           stats=from_json(json.loads(r[7])) if r[7] else None, out_of_context=bool(r[8]),
                           format=r[9] if r[9] in FORMATS else None)
             for r in rows
         ]
+        conv.messages = tree.path_to(conv.tree, conv.active_leaf)
         return conv
+
+    def show_branch(self, conv_id: int, msg_id: int) -> int:
+        """Make the path through `msg_id` the one shown: down through the latest reply or version
+        of each message after it. Returns the new active leaf."""
+        with self._write() as c:
+            self._require(c, conv_id)
+            nodes = _nodes(c, conv_id)
+            if msg_id not in {n.id for n in nodes}:
+                raise ConversationNotFound(self.path, f"conversation {conv_id} has no message {msg_id}")
+            leaf = tree.latest_leaf(nodes, msg_id) or msg_id
+            c.execute("UPDATE conversations SET active_leaf = ? WHERE id = ?", (leaf, conv_id))
+            return leaf
+
+    def delete_branch(self, conv_id: int, msg_id: int) -> int:
+        """Delete `msg_id` and everything after it on every branch (the path shown moves to what
+        is left beside it); returns how many messages went."""
+        with self._write() as c:
+            self._require(c, conv_id)
+            nodes = _nodes(c, conv_id)
+            gone = tree.subtree(nodes, msg_id) if msg_id in {n.id for n in nodes} else set()
+            if not gone:
+                raise ConversationNotFound(self.path, f"conversation {conv_id} has no message {msg_id}")
+            parent = next(n.parent_id for n in nodes if n.id == msg_id)
+            c.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in sorted(gone, reverse=True)])
+            repair_leaf(c, conv_id, parent)
+            return len(gone)
 
     def set_reply_format(self, conv_id: int, reply_format: dict | None) -> None:
         """The format chosen for the conversation's next replies (None: text), saved when chosen
@@ -137,6 +167,30 @@ class ConversationRows(StoreBase):
             return 0
         with self._write() as c:
             return c.execute("DELETE FROM conversations WHERE deleted_at <= ?", (cutoff,)).rowcount
+
+
+@dataclass
+class _Node:
+    id: int
+    parent_id: int | None
+
+
+def _nodes(c, conv_id: int) -> list[_Node]:
+    return [_Node(*r) for r in c.execute("SELECT id, parent_id FROM messages WHERE conversation_id = ?",
+                                         (conv_id,))]
+
+
+def repair_leaf(c, conv_id: int, parent: int | None) -> None:
+    """After a deletion: if the path shown ended in what went, it ends where `parent` leads now."""
+    row = c.execute("SELECT active_leaf FROM conversations WHERE id = ?", (conv_id,)).fetchone()
+    if row is None:
+        return
+    if row[0] is not None and c.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
+                                        (row[0], conv_id)).fetchone():
+        return
+    nodes = _nodes(c, conv_id)
+    leaf = tree.latest_leaf(nodes, parent if parent in {n.id for n in nodes} else None)
+    c.execute("UPDATE conversations SET active_leaf = ? WHERE id = ?", (leaf, conv_id))
 
 
 def insert_conversation(c, title: str, created: float, updated: float, system_prompt: str | None,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from app.engine.message import MessageBody, ToolCall
 from app.engine.stats import ReplyStats
 from app.history.connection import MAX_ID, StoreBase
-from app.history.conversations import insert_conversation
+from app.history.conversations import insert_conversation, repair_leaf
 from app.history.db_file import pid_alive
 from app.history.errors import StoreError
 from app.history.records import (
@@ -36,6 +36,9 @@ log = logging.getLogger("llamadesk.store")
 # writer has not saved for this long (a hung writer, or a reused pid).
 STALE_AFTER_S = 60.0
 TITLE_MAX = 60
+# A new message's parent by default: the last message of the path shown (the conversation's
+# active leaf), so a caller that knows nothing of branches appends as it always did.
+AT_LEAF = -1
 
 
 def make_title(text: str) -> str:
@@ -53,10 +56,12 @@ class MessageRows(StoreBase):
                     state: str = COMPLETE, out_of_context: bool = False,
                     created_at: float | None = None, updated_at: float | None = None,
                     tool_calls: Sequence[ToolCall] = (), tool_call_id: str | None = None,
-                    tool_name: str | None = None) -> int:
-        """Append a message; the first user message names an untitled conversation. A "tool"
-        message is a call's result: `tool_name` says whose, `tool_call_id` which call."""
-        body = MessageBody(role, content, tuple(tool_calls), tool_call_id, tool_name)
+                    tool_name: str | None = None, parent_id: int | None = AT_LEAF,
+                    edited: bool = False) -> int:
+        """Append a message after `parent_id` (AT_LEAF: the path shown; None: a first message),
+        and show the path it ends; the first user message names an untitled conversation. A
+        "tool" message is a call's result: `tool_name` says whose, `tool_call_id` which call."""
+        body = MessageBody(role, content, tuple(tool_calls), tool_call_id, tool_name, edited=edited)
         problem = body.problem()
         if problem:
             raise ValueError(problem)
@@ -66,8 +71,10 @@ class MessageRows(StoreBase):
         created = now if created_at is None else created_at
         with self._write() as c:
             self._require(c, conv_id)
+            body.parent_id = _parent(c, conv_id, parent_id)
             mid = _insert(c, conv_id, body, stats, state, out_of_context, created,
                           created if updated_at is None else updated_at)
+            _show(c, conv_id, mid)
             c.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", (now, conv_id))
             if role == "user":
                 c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
@@ -77,13 +84,15 @@ class MessageRows(StoreBase):
     def begin_turn(self, conv_id: int | None, user_text: str, *, system_prompt: str | None = None,
                    model: str | None = None, settings: dict | None = None,
                    reply_format: dict | None = None, reply_as: str | None = None,
-                   tools: dict | None = None) -> tuple[int, int, int]:
+                   tools: dict | None = None, parent_id: int | None = AT_LEAF) -> tuple[int, int, int]:
         """The first write of a turn, all or nothing: the conversation (new, or its
         system prompt, model, settings, reply format and tools brought up to date; None
         leaves one as it was), the question and the empty "generating" reply (held
         to `reply_as`, JSON_REPLY or None) in one transaction, so a failure (a full
         disk, text that cannot be stored) never leaves an untitled conversation
-        without its question.
+        without its question. The question follows `parent_id` (AT_LEAF: the path
+        shown; an edited question follows what the one it replaces followed, and
+        starts a branch beside it), and the path shown ends at the new reply.
 
         Returns (conversation id, question id, reply id).
         """
@@ -108,15 +117,18 @@ class MessageRows(StoreBase):
                     "reply_format = coalesce(?, reply_format), tools = coalesce(?, tools), "
                     "updated_at = max(updated_at, ?), title = CASE title WHEN '' THEN ? ELSE title END "
                     "WHERE id = ?", (system_prompt, model, meta, fmt, tool_set, now, title, conv_id))
-            user_id = _insert(c, conv_id, MessageBody("user", user_text), None, COMPLETE, False, now, now)
-            reply_id = _insert(c, conv_id, MessageBody("assistant", ""), None, GENERATING, False, now, now,
-                               reply_as)
+            question = MessageBody("user", user_text, parent_id=_parent(c, conv_id, parent_id))
+            user_id = _insert(c, conv_id, question, None, COMPLETE, False, now, now)
+            reply_id = _insert(c, conv_id, MessageBody("assistant", "", parent_id=user_id), None, GENERATING,
+                               False, now, now, reply_as)
+            _show(c, conv_id, reply_id)
         return conv_id, user_id, reply_id
 
-    def begin_reply(self, conv_id: int) -> int:
+    def begin_reply(self, conv_id: int, parent_id: int | None = AT_LEAF) -> int:
         """An empty assistant message in state "generating"; save its text with `update_reply`.
-        A turn that continues after tool results begins here: it has no question of its own."""
-        return self.add_message(conv_id, "assistant", "", state=GENERATING)
+        A turn that continues after tool results begins here: it has no question of its own;
+        so does a regenerated reply, after its question (`parent_id`), beside the earlier ones."""
+        return self.add_message(conv_id, "assistant", "", state=GENERATING, parent_id=parent_id)
 
     def update_reply(self, msg_id: int, text: str) -> None:
         """Save the reply so far (and prove its writer is alive). The caller
@@ -160,7 +172,11 @@ class MessageRows(StoreBase):
         if not 1 <= msg_id <= MAX_ID:
             return
         with self._write() as c:
+            row = c.execute("SELECT conversation_id, parent_id FROM messages WHERE id = ?",
+                            (msg_id,)).fetchone()
             c.execute("DELETE FROM messages WHERE id = ?", (msg_id,))
+            if row is not None:
+                repair_leaf(c, row[0], row[1])
 
     def recover_interrupted(self) -> int:
         """Turn replies whose writer died (or went silent) into "interrupted".
@@ -169,8 +185,8 @@ class MessageRows(StoreBase):
         rather than kept as an empty reply; the question before it stays.
         """
         with self._read() as c:
-            rows = c.execute("SELECT id, writer_pid, updated_at, content = '' FROM messages WHERE state = ?",
-                             (GENERATING,)).fetchall()
+            rows = c.execute("SELECT id, writer_pid, updated_at, content = '', conversation_id, parent_id "
+                             "FROM messages WHERE state = ?", (GENERATING,)).fetchall()
         now = time.time()
         dead = [r for r in rows
                 if r[1] is None or not pid_alive(r[1]) or now - (r[2] or 0) > STALE_AFTER_S]
@@ -179,6 +195,9 @@ class MessageRows(StoreBase):
         with self._write() as c:
             c.executemany("DELETE FROM messages WHERE id = ? AND state = ? AND content = ''",
                           [(r[0], GENERATING) for r in dead if r[3]])
+            for r in dead:
+                if r[3]:
+                    repair_leaf(c, r[4], r[5])
             c.executemany("UPDATE messages SET state = ?, writer_pid = NULL WHERE id = ? AND state = ?",
                           [(INTERRUPTED, r[0], GENERATING) for r in dead if not r[3]])
         log.info("recovered %d cut-off replies (empty ones removed)", len(dead))
@@ -188,15 +207,25 @@ class MessageRows(StoreBase):
         """Write a whole conversation in one transaction (all or nothing); returns its new id.
 
         A message still "generating" in the source has no writer here, so it
-        arrives "interrupted".
+        arrives "interrupted". Its tree comes whole (`tree`, each message's parent
+        among them, ids renumbered), or its `messages` as one line when it has no
+        tree; the path shown is the one it showed.
         """
+        rows = conv.tree or conv.messages
         with self._write() as c:
             cid = insert_conversation(c, conv.title, conv.created_at, conv.updated_at, conv.system_prompt,
                                       conv.model, conv.settings, conv.reply_format, conv.tools)
-            for m in conv.messages:
+            new: dict[int, int] = {}
+            last = None
+            for m in rows:
                 state = INTERRUPTED if m.state == GENERATING else m.state
-                _insert(c, cid, m.body(), m.stats, state, m.out_of_context, m.created_at, m.updated_at,
-                        m.format)
+                body = m.body()
+                body.parent_id = (new.get(m.parent_id) if m.parent_id is not None else None) if conv.tree \
+                    else last
+                last = new[m.id] = _insert(c, cid, body, m.stats, state, m.out_of_context, m.created_at,
+                                           m.updated_at, m.format)
+            leaf = new.get(conv.active_leaf) if conv.tree and conv.active_leaf is not None else last
+            _show(c, cid, leaf)
             return cid
 
 
@@ -214,12 +243,33 @@ def _insert(c, conv_id, body: MessageBody, stats, state, out_of_context, created
             fmt=None) -> int:
     cur = c.execute(
         "INSERT INTO messages (conversation_id, role, content, created_at, updated_at, state, stats, "
-        "out_of_context, writer_pid, format, tool_calls, tool_call_id, tool_name) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "out_of_context, writer_pid, format, tool_calls, tool_call_id, tool_name, parent_id, edited) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conv_id, body.role, body.content, created, updated, state, _stats_json(stats), int(out_of_context),
          os.getpid() if state == GENERATING else None, fmt, calls_json(body.tool_calls), body.tool_call_id,
-         body.tool_name))
+         body.tool_name, body.parent_id, int(body.edited)))
     return cur.lastrowid
+
+
+def _parent(c, conv_id: int, parent_id: int | None) -> int | None:
+    """The message a new one follows: AT_LEAF resolved to the path shown's last; a parent that is
+    not this conversation's is refused (a branch never joins two conversations)."""
+    if parent_id == AT_LEAF:
+        row = c.execute("SELECT active_leaf FROM conversations WHERE id = ?", (conv_id,)).fetchone()
+        leaf = row[0] if row else None
+        if leaf is not None and c.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
+                                          (leaf, conv_id)).fetchone():
+            return leaf
+        row = c.execute("SELECT max(id) FROM messages WHERE conversation_id = ?", (conv_id,)).fetchone()
+        return row[0] if row else None
+    if parent_id is not None and not c.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
+                                               (parent_id, conv_id)).fetchone():
+        raise ValueError(f"conversation {conv_id} has no message {parent_id} to follow")
+    return parent_id
+
+
+def _show(c, conv_id: int, leaf: int | None) -> None:
+    c.execute("UPDATE conversations SET active_leaf = ? WHERE id = ?", (leaf, conv_id))
 
 
 def _mark(c, conv_id: int, message_ids: Iterable[int]) -> None:

@@ -96,7 +96,24 @@ V4 = [
     "ALTER TABLE conversations ADD COLUMN tools TEXT",
 ]
 
-STEPS = [V1, V2, V3, V4]
+# v5: conversations are trees. A message's parent is the message it follows (NULL: the first of its
+# conversation); an edited question or a regenerated reply is a sibling of the one it replaces,
+# which stays. Deleting a message deletes what follows it (its branch). Every earlier message
+# follows the one before it in its conversation, as it did in the line they were. A conversation's
+# active_leaf is the last message of the path shown (NULL: its latest message's); `edited` marks a
+# reply the user rewrote.
+V5 = [
+    "ALTER TABLE messages ADD COLUMN parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE",
+    "UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p "
+    "WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id)",
+    "CREATE INDEX messages_by_parent ON messages(parent_id)",
+    "ALTER TABLE messages ADD COLUMN edited INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE conversations ADD COLUMN active_leaf INTEGER",
+    "UPDATE conversations SET active_leaf = (SELECT max(m.id) FROM messages m "
+    "WHERE m.conversation_id = conversations.id)",
+]
+
+STEPS = [V1, V2, V3, V4, V5]
 CURRENT = len(STEPS)
 
 

@@ -59,6 +59,18 @@ class StoredConversation:
     reply_format: dict | None = None
     # The tools its turns may call (app.chat.tool_set reads it); None: none.
     tools: dict | None = None
+    # Every message of every branch, oldest first; `messages` is the path shown, from the first
+    # message to `active_leaf` (what the engine is sent, what an export writes).
+    tree: list[StoredMessage] = field(default_factory=list)
+    active_leaf: int | None = None
+
+    def alternatives(self, msg: StoredMessage) -> list[int]:
+        """The ids of the messages that follow what `msg` follows, `msg` among them, oldest first:
+        an edited question's versions, a regenerated reply's."""
+        return [m.id for m in self.tree if m.parent_id == msg.parent_id]
+
+    def children(self, msg_id: int | None) -> list[StoredMessage]:
+        return [m for m in self.tree if m.parent_id == msg_id]
 
     def history(self) -> tuple[list[MessageBody], list[int]]:
         """The turns to send to the engine, and the message id of each.

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 from app import paths
+from app.history import tree
 from app.history.conversations import ConversationRows
 from app.history.db_file import NotWritable, diagnose
-from app.history.errors import StoreError, StoreUnavailableError
+from app.history.errors import ConversationNotFound, StoreError, StoreUnavailableError
 from app.history.messages import MessageRows, make_title
 from app.history.opening import connect_or_move_aside, connect_read_only
 from app.history.search import MessageSearch
@@ -48,6 +50,18 @@ def default_path() -> Path:
 
 class Store(ConversationRows, MessageRows, MessageSearch):
     """Open with `Store.open()`; close it (or use `with`) when done."""
+
+    def fork(self, conv_id: int, msg_id: int) -> int:
+        """A new conversation holding the path up to `msg_id` (on any branch), with the system
+        prompt, settings, reply format and tools, titled after the one it came from; its id."""
+        conv = self.get_conversation(conv_id)
+        path = tree.path_to(conv.tree, msg_id)
+        if not path or path[-1].id != msg_id:
+            raise ConversationNotFound(self.path, f"conversation {conv_id} has no message {msg_id}")
+        conv.messages, conv.tree, conv.active_leaf = path, [], None
+        conv.title = f"{conv.title} (fork)" if conv.title else "Fork"
+        conv.created_at = conv.updated_at = time.time()
+        return self.import_conversation(conv)
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, check: bool = True, writable: bool = True) -> Store:

@@ -30,7 +30,7 @@ class SetupRow(QWidget):
         self.grid.addWidget(self.label, 0, 0)
         self.grid.addWidget(prompt, 0, 1)
         self.grid.setColumnStretch(1, 1)
-        self.stacked = None  # set by the first resize
+        self.stacked: bool | None = None  # set by the first resize
         self._place(False)
 
     def _place(self, stacked: bool) -> None:
