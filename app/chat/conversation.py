@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from app.chat.reply_format import ReplyFormat, ReplyFormatError
 from app.chat.tool_set import ToolSet, ToolSetError
 from app.engine.message import MessageBody, ToolCall
+from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.history.records import COMPLETE, StoredConversation
 
@@ -27,6 +28,30 @@ class LiveMessage(MessageBody):
     id: int | None = None  # the store's message id, once saved
     state: str = COMPLETE  # INTERRUPTED: cut off (an error, a crash, a switch) with its text kept
     format: str | None = None  # JSON_REPLY: held to JSON, drawn as a JSON code block; None: Markdown
+    # The saved messages that follow what this one follows, itself among them, oldest first (its
+    # question's edited versions, or its reply's regenerations): the view's "2 / 3" switcher.
+    alternatives: tuple[int, ...] = ()
+
+    def version(self) -> tuple[int, int] | None:
+        """(this one's place from 1, how many) when it has alternatives, else None."""
+        if len(self.alternatives) < 2 or self.id not in self.alternatives:
+            return None
+        return self.alternatives.index(self.id) + 1, len(self.alternatives)
+
+    def branched(self, new_id: int | None) -> tuple[int, ...]:
+        """The alternatives once `new_id` is added beside this message."""
+        have = self.alternatives or ((self.id,) if self.id is not None else ())
+        return (*have, new_id) if new_id is not None else have
+
+
+def made_with(model: dict | None, s: GenerationSettings) -> str:
+    """What wrote a reply, in the words its footer uses beside its other versions: regenerating
+    with another model or temperature is a comparison the user reads there."""
+    sampling = ("greedy" if s.temperature == 0 else
+                f"temperature {s.temperature:g} · top-p {s.top_p:g} · top-k {s.top_k}")
+    seed = f" · seed {s.seed}" if s.seed is not None and s.seed >= 0 else ""
+    name = (model or {}).get("file")
+    return f"{name} · {sampling}{seed}" if name else f"{sampling}{seed}"
 
 
 @dataclass
@@ -73,6 +98,17 @@ class LiveConversation:
         return bool(self.messages) and self.messages[-1].role == "assistant" \
             and self.last_user_index() is not None
 
+    def take_from(self, index: int) -> list[LiveMessage]:
+        """Remove message `index` and everything after it from the path (an edit, a regeneration:
+        the store keeps them as a branch); return what was removed."""
+        removed = self.messages[index:]
+        del self.messages[index:]
+        return removed
+
+    def parent_for(self, index: int) -> int | None:
+        """The saved message a new one at `index` follows: the one before it (None: the first)."""
+        return self.messages[index - 1].id if index > 0 else None
+
     def take_last_exchange(self) -> tuple[str, list[LiveMessage]] | None:
         """Remove the last user message and everything after it; return its text
         and the removed messages (so a store can delete them too).
@@ -107,7 +143,7 @@ class LiveConversation:
         it is left out (as the store's own history() leaves it out).
         """
         msgs = [LiveMessage(**vars(m.body()), stats=m.stats, out_of_context=m.out_of_context, id=m.id,
-                            state=m.state, format=m.format)
+                            state=m.state, format=m.format, alternatives=tuple(stored.alternatives(m)))
                 for m in stored.messages if m.role in ("user", "assistant", "tool")
                 and not (m.role == "assistant" and m.state != COMPLETE and not (m.content or m.tool_calls))]
         conv = cls(stored.system_prompt or "", msgs, stored.title, stored.id)

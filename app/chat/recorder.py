@@ -30,6 +30,7 @@ from app.engine.message import MessageBody, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.history.errors import StoreError
+from app.history.messages import AT_LEAF
 from app.history.records import COMPLETE, INTERRUPTED
 from app.history.store import Store
 from app.openai_compat.tools import ToolCalls
@@ -93,19 +94,27 @@ class TurnRecorder:
 
     def begin(self, conv_id: int | None, user_text: str, system: str | None,
               settings: GenerationSettings, history_ids: Sequence[int | None] = (),
-              reply_format: dict | None = None, tools: dict | None = None) -> Turn | None:
+              reply_format: dict | None = None, tools: dict | None = None,
+              parent_id: int | None = AT_LEAF) -> Turn | None:
         """Save the question and an empty reply row ("generating") before generation starts; the
         row is marked JSON when the settings hold the reply to JSON. `reply_format` (the window's
         ReplyFormat.to_json) and `tools` (ToolSet.to_json) are saved with the conversation; None
-        leaves the stored one."""
+        leaves the stored one. The question follows `parent_id` (AT_LEAF: the path shown): an
+        edited question follows what the one it replaces followed, which stays as a branch."""
         def save() -> Turn:  # one transaction: a failure leaves no conversation without its question
             fields = self._conversation_fields(system, settings)
             cid, user_id, reply_id = self.store.begin_turn(conv_id, user_text, **fields,
                                                            reply_format=reply_format,
                                                            reply_as=reply_kind(settings.constraint),
-                                                           tools=tools)
+                                                           tools=tools, parent_id=parent_id)
             return Turn(cid, user_id, reply_id, list(history_ids), conv_id is None)
         return self._guard("save the question", save)
+
+    def begin_regeneration(self, conv_id: int, question_id: int,
+                           history_ids: Sequence[int | None]) -> Turn | None:
+        """An empty reply row after `question_id`, beside its earlier replies, which stay."""
+        return self._guard("save the reply", lambda: Turn(
+            conv_id, None, self.store.begin_reply(conv_id, parent_id=question_id), list(history_ids), False))
 
     def begin_continuation(self, conv_id: int, history_ids: Sequence[int | None]) -> Turn | None:
         """An empty reply row for the model's answer after tool results (no question of its own)."""
@@ -185,13 +194,6 @@ class TurnRecorder:
         """The tools chosen between turns, saved at once, as the reply format is."""
         self._guard("save the tools", lambda: self.store.set_tools(conv_id, tools))
 
-    def remove(self, message_ids: Sequence[int | None]) -> None:
-        """Messages taken back by regenerate or edit, once the turn that replaces them is sent."""
-        def delete() -> None:
-            for mid in message_ids:
-                if mid is not None:
-                    self.store.delete_message(mid)
-        self._guard("remove messages", delete)
 
 
 class ReplySaver:

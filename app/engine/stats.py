@@ -77,6 +77,9 @@ class ReplyStats:
     # compiling the grammar, and on a model's first constrained reply indexing its vocabulary,
     # which then stays built for the model. None: a free-text reply, or a server's record.
     grammar_setup_s: float | None = None
+    # What wrote it, as a reply's other versions are told apart by: the model and the sampling
+    # settings ("gemma-3-270m.gguf · temperature 0.8 · top-p 0.95 · top-k 40"); None: not said.
+    made_with: str | None = None
 
     def __post_init__(self) -> None:
         """A local record from before decode_sampled, or from an engine that does not fill it (a

@@ -49,6 +49,7 @@ from app.ui.chat.welcome import ChatArea
 from app.ui.compare.window import CompareWindow, compare_choices
 from app.ui.help_menu import HelpMenu
 from app.ui.history.actions import HistoryActions, open_store
+from app.ui.history.branches import BranchActions
 from app.ui.history.panel import HistoryPanel
 from app.ui.load_notes import LoadNotes
 from app.ui.model_bar import ModelBar
@@ -140,6 +141,8 @@ class MainWindow(QMainWindow):
                                       new_chat=self.new_chat, parent=self,
                                       status=lambda text, ms: self.statusBar().showMessage(text, ms))
         self.history.opened.connect(self._on_conversation_opened)
+        self.branches = BranchActions(lambda: self.store, self.flow, self.history, self.bar, self,
+                                      parent=self)
         self.help_menu = HelpMenu(self, lambda: self.loaded)  # the last menu: Help goes at the end
         if self._startup_notes:
             self.bar.show_message("  ·  ".join(self._startup_notes), "warning")

@@ -38,7 +38,7 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.chat.conversation import LiveConversation, LiveMessage
+from app.chat.conversation import LiveConversation, LiveMessage, made_with
 from app.chat.live_gauges import LiveGauges
 from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
 from app.chat.reply import Reply
@@ -47,6 +47,7 @@ from app.chat.tool_set import ToolSet
 from app.engine.events import TextDelta
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
+from app.history.messages import AT_LEAF
 from app.history.records import INTERRUPTED
 from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Job
@@ -70,6 +71,7 @@ class _Running:
         self.opening = opening  # what its live text starts with (JSON_FENCE for a JSON reply)
         self.parts: list[str] = []
         self.painted = 0  # how many of `parts` the view shows (0 again once it shows another conversation)
+        self.replaces: LiveMessage | None = None  # a regeneration: the reply it is written beside
 
     @property
     def title(self) -> str:
@@ -98,9 +100,9 @@ class ChatFlow(ToolTurns, QObject):
         self.n_ctx = 0
         self._prepared = False  # the loaded model's vocabulary was indexed for constrained replies
         self._run: _Running | None = None
-        # Messages Edit last took out of the conversation shown: they leave the store only when
-        # the edited question is sent there, so a switch or New chat in between keeps them.
-        self._taken_back: list[int] = []
+        # The question an edit took out of the path shown: the edited one is sent beside it (the
+        # store keeps it and what followed it as a branch; nothing is removed).
+        self._replacing: LiveMessage | None = None
         self._frame = QTimer(self)
         self._frame.setInterval(FRAME_MS)
         self._frame.timeout.connect(self._paint_frame)
@@ -218,39 +220,47 @@ class ChatFlow(ToolTurns, QObject):
             self.bridge.prepare()
 
     def regenerate(self) -> bool:
-        if self.busy or not self.model_ready or not self.conversation.can_regenerate():
+        """Answer the last question again; the earlier replies stay beside the new one (the
+        switcher on the reply flips between them)."""
+        conv = self.conversation
+        if self.busy or not self.model_ready or not conv.can_regenerate():
             return False
         if self._engine_taken(""):
             return False
-        text = self._take_back()
-        self.view.truncate(len(self.conversation.messages))
-        self._ask(text, self.turn_settings())
+        i = conv.last_user_index()
+        question = conv.messages[i]
+        replaced = conv.take_from(i + 1)
+        self.view.truncate(i + 1)
+        self._replacing = None
+        settings, tools = self._turn_tools(conv, self.turn_settings())
+        turn = None
+        if self.recorder is not None and conv.id is not None and question.id is not None:
+            turn = self.recorder.begin_regeneration(conv.id, question.id, [m.id for m in conv.messages[:i]])
+        self._start(conv, Job(conv.history(i), question.content, settings, conv.system(), tools=tools), turn)
+        self._run.replaces = replaced[0] if replaced else None
         return True
 
     def edit_last(self) -> bool:
-        """Take the last question back into the composer; its exchange leaves the view now and
-        the store only once the edited question is sent (a switch or New chat keeps it)."""
-        if self.busy or self.conversation.last_user_index() is None:
+        """Take the last question back into the composer (edit())."""
+        i = self.conversation.last_user_index()
+        return i is not None and self.edit(i)
+
+    def edit(self, index: int) -> bool:
+        """Take question `index` back into the composer; it and what follows leave the view, and
+        the edited question, once sent, starts a branch beside it. Nothing leaves the store: a
+        switch or New chat before sending leaves the conversation as it was."""
+        conv = self.conversation
+        if self.busy or not 0 <= index < len(conv.messages) or conv.messages[index].role != "user":
             return False
-        text = self._take_back()
-        self.view.truncate(len(self.conversation.messages))
-        self.composer.set_text(text)
+        self._replacing = conv.take_from(index)[0]
+        self.view.truncate(index)
+        self.composer.set_text(self._replacing.content)
         self.composer.edit.setFocus()
         return True
 
-    def _take_back(self) -> str | None:
-        got = self.conversation.take_last_exchange()
-        if got is None:
-            return None
-        text, removed = got
-        self._taken_back.extend(m.id for m in removed if m.id is not None)
-        return text
-
     def _commit_taken_back(self) -> None:
-        """The conversation shown moves on without the exchanges taken back: now they go."""
-        ids, self._taken_back = self._taken_back, []
-        if ids and self.recorder is not None:
-            self.recorder.remove(ids)
+        """A tool's result is given: an edit left unsent is no longer what follows."""
+        self._replacing = None
 
     def new_chat(self, conversation: LiveConversation | None = None) -> None:
         """Show `conversation` (None: a new one). A reply being written goes on wherever it
@@ -260,7 +270,7 @@ class ChatFlow(ToolTurns, QObject):
                 and conversation.id == run.conversation.id):
             conversation = run.conversation  # the store's copy holds the growing reply as a message
         was_busy = self.busy
-        self._taken_back = []
+        self._replacing = None
         self._restyle = False
         self.conversation = conversation or LiveConversation()
         self.view.show_conversation(self.conversation.messages)
@@ -310,25 +320,34 @@ class ChatFlow(ToolTurns, QObject):
             self.view.show_conversation(self.conversation.messages)
 
     # -- one reply ----------------------------------------------------------
-    def _ask(self, text: str, settings: GenerationSettings) -> None:
-        conv = self.conversation
-        self._commit_taken_back()
+    def _turn_tools(self, conv: LiveConversation, settings: GenerationSettings):
+        """A new turn's settings and what its first reply may call (the tool format holds the
+        reply; a reply format cannot too)."""
         conv.tool_rounds = 0
         self.tool_waiting.emit([])  # a new question: calls left unanswered stay so
-        idx = conv.add("user", text)
-        self.view.add_message(conv.messages[idx])
         tools = self._calls(conv, 0)
-        if tools is not None:  # the tool format holds the reply; a reply format cannot too
-            settings = replace(settings, constraint=None)
+        return (settings if tools is None else replace(settings, constraint=None)), tools
+
+    def _ask(self, text: str, settings: GenerationSettings) -> None:
+        conv = self.conversation
+        replacing, self._replacing = self._replacing, None
+        settings, tools = self._turn_tools(conv, settings)
+        idx = conv.add("user", text)
+        before = conv.messages[idx - 1] if idx else None  # what it follows: the path shown's end
         turn = None
         if self.recorder is not None:
             turn = self.recorder.begin(conv.id, text, conv.system(), settings,
                                        [m.id for m in conv.messages[:idx]],
                                        reply_format=conv.reply_format.to_json(),
-                                       tools=conv.tools.to_json())
+                                       tools=conv.tools.to_json(),
+                                       parent_id=AT_LEAF if before is not None and before.id is None
+                                       else (before.id if before is not None else None))
             if turn is not None:
                 conv.id = turn.conversation_id
                 conv.messages[idx].id = turn.user_message_id
+                if replacing is not None:
+                    conv.messages[idx].alternatives = replacing.branched(turn.user_message_id)
+        self.view.add_message(conv.messages[idx])
         self._start(conv, Job(conv.history(idx), text, settings, conv.system(), tools=tools), turn)
 
     def _start(self, conv: LiveConversation, job: Job, turn: Turn | None) -> None:
@@ -404,8 +423,11 @@ class ChatFlow(ToolTurns, QObject):
             if shown:
                 self.view.update_message(i, conv.messages[i])
         conv.messages.append(msg)
+        reply.stats.made_with = made_with(self.recorder.model if self.recorder else None, job.settings)
         if self.recorder is not None and self.recorder.finish(run.turn, reply):
             msg.id = run.turn.reply_message_id
+            if run.replaces is not None:
+                msg.alternatives = run.replaces.branched(msg.id)
         if shown:
             self.view.end_live(msg)  # the whole reply, once, as Markdown (both modes)
         self._finish_gauges(run, reply.stats)
@@ -443,6 +465,8 @@ class ChatFlow(ToolTurns, QObject):
             conv.messages.append(msg)
             if self.recorder is not None and self.recorder.abandon(run.turn, text, stats=stats):
                 msg.id = run.turn.reply_message_id
+                if run.replaces is not None:
+                    msg.alternatives = run.replaces.branched(msg.id)
             if shown:
                 self.view.end_live(msg)
             self._finish_gauges(run, stats)
@@ -450,7 +474,11 @@ class ChatFlow(ToolTurns, QObject):
             self.bar.show_message(where + kind + message + " (the reply so far is kept)", level)
             self.reply_failed.emit(message)
             return
-        asked = run.job.user_text is not None
+        asked = run.job.user_text is not None and run.replaces is None  # a regeneration asks nothing new
+        if run.replaces is not None:  # the earlier reply is shown again: it is what stands
+            conv.messages.append(run.replaces)
+            if shown:
+                self.view.add_message(run.replaces)
         if self.recorder is not None:
             self.recorder.abandon(run.turn, "", keep_question=not shown)
             if shown and asked and run.turn is not None and run.turn.created:

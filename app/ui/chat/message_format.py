@@ -100,8 +100,9 @@ def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str],
     body = (render if msg.role in ("assistant", "tool") else render_typed)(text) or "<p></p>"
     foot = ""
     if msg.stats is not None:
+        made = f" · {msg.stats.made_with}" if msg.version() and msg.stats.made_with else ""
         foot = (f'<p style="margin-top:4px; color:{theme.muted}; font-size:small;">'
-                f"{html.escape(footer(msg.stats))}</p>")
+                f"{html.escape(footer(msg.stats) + made)}</p>")
     cut = ""
     if msg.state != "complete":  # a crash or a switch cut it off: say the text is partial
         cut = (f' &nbsp;<span style="color:#c0392b; font-weight:normal;">'
@@ -110,7 +111,43 @@ def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str],
         n = len(msg.tool_calls)
         cut += (f' &nbsp;<span style="color:{theme.muted}; font-weight:normal;">'
                 f"· calls {'a tool' if n == 1 else f'{n} tools'}</span>")
-    return header_html(theme, msg.role, msg.out_of_context, cut) + body + foot
+    return header_html(theme, msg.role, msg.out_of_context, cut + branch_html(theme, msg)) + body + foot
+
+
+MESSAGE_SCHEME = "msg"  # the view's links on a message: msg:ACTION/ID
+
+
+PREV, NEXT = "\u2039", "\u203a"  # the switcher's single angle quotes
+
+
+def _arrow(theme: Theme, mark: str, target: int | None, title: str) -> str:
+    if target is None:  # the first or the last version: the mark stays, as a place, not a link
+        return f'<span style="color:{theme.muted};">{mark}</span>'
+    return (f'<a href="{MESSAGE_SCHEME}:show/{target}" title="{title}" '
+            f'style="color:{theme.muted}; text-decoration:none;">{mark}</a>')
+
+
+def branch_html(theme: Theme, msg: LiveMessage) -> str:
+    """A saved message's place among its versions ("< 2 / 3 >", each arrow showing the version
+    it points at) and what can be done from it: edit a question (a new branch beside it), fork
+    the path up to it into a new conversation, delete it and what follows it."""
+    if msg.id is None or msg.role not in ("user", "assistant"):
+        return ""
+    parts = []
+    version = msg.version()
+    if version is not None:
+        i, n = version
+        prev = msg.alternatives[i - 2] if i > 1 else None
+        nxt = msg.alternatives[i] if i < n else None
+        parts.append(f"{_arrow(theme, PREV, prev, 'the version before')} {i} / {n} "
+                     f"{_arrow(theme, NEXT, nxt, 'the version after')}")
+    actions = [("edit", "Edit")] if msg.role == "user" else []
+    actions += [("fork", "Fork"), ("delete", "Delete")]
+    parts += [f'<a href="{MESSAGE_SCHEME}:{a}/{msg.id}" style="color:{theme.muted}; '
+              f'text-decoration:none;">{label}</a>' for a, label in actions]
+    edited = " · edited" if msg.edited else ""
+    return (f' &nbsp;<span style="color:{theme.muted}; font-weight:normal; font-size:small;">'
+            f"{edited} · {' · '.join(parts)}</span>")
 
 
 def footer(st: ReplyStats) -> str:

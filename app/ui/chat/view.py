@@ -41,6 +41,7 @@ from app.ui.chat.live_markdown import LINE_BREAK, LiveBlocks
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_format import (
     FRAME_PADDING,
+    MESSAGE_SCHEME,
     ROLE_LABEL,
     frame_format,
     inset,
@@ -57,6 +58,7 @@ CODE_PLACEHOLDER = "\u200b"  # stands in an open code box's cell until its text 
 
 class ChatView(QTextBrowser):
     copied = Signal(str)
+    message_action = Signal(str, int)  # "show", "edit", "fork" or "delete", and the message's id
     restyled = Signal()  # the palette changed: what is drawn holds the old colours
 
     def __init__(self, parent=None):
@@ -363,7 +365,11 @@ class ChatView(QTextBrowser):
         self.paint_log.append(("paint", t1, (t1 - t0) * 1000))
 
     def _on_anchor(self, url: QUrl) -> None:
-        if url.scheme() == "copy":
+        if url.scheme() == MESSAGE_SCHEME:
+            action, _, mid = url.path().partition("/")
+            if mid.isdigit():
+                self.message_action.emit(action, int(mid))
+        elif url.scheme() == "copy":
             code = self._codes.get(int(url.path() or -1))
             if code is not None:
                 QGuiApplication.clipboard().setText(code)

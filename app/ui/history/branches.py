@@ -1,0 +1,85 @@
+"""What the links on a saved message do: flip to another version, edit a question, fork the path
+up to a message into a new conversation, delete a message and what follows it.
+
+The store holds the tree (app.history: parent ids, the path shown); the view draws the path
+shown with each message's versions ("< 2 / 3 >") and these links. A switch changes the path
+the store shows and draws the conversation again from it, so the window, a reopened window
+and `llamadesk list` agree on what is shown. Nothing here runs while the conversation's own
+reply is being written: the path it is written on must stay the path shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from app.chat.conversation import LiveConversation
+from app.history import tree
+from app.history.errors import StoreError
+from app.history.store import Store
+from app.ui.chat.flow import ChatFlow
+from app.ui.history.actions import HistoryActions
+from app.ui.history.files import one_line
+from app.ui.widgets.message_bar import MessageBar
+
+
+class BranchActions(QObject):
+    def __init__(self, store: Callable[[], Store | None], flow: ChatFlow, history: HistoryActions,
+                 bar: MessageBar, window: QWidget, parent=None):
+        super().__init__(parent)
+        self.store, self.flow, self.history, self.bar, self.window = store, flow, history, bar, window
+        self.confirm = self._ask_to_delete  # tests answer it themselves
+        flow.view.message_action.connect(self.act)
+
+    def act(self, action: str, msg_id: int) -> bool:
+        store, conv = self.store(), self.flow.conversation
+        if store is None or conv.id is None:
+            return False
+        if self.flow.busy and action != "fork":
+            self.bar.show_message("A reply is being written here: wait for it or stop it first.", "info")
+            return False
+        try:
+            return {"show": self.show, "edit": self.edit, "fork": self.fork,
+                    "delete": self.delete}.get(action, lambda *_: False)(store, conv.id, msg_id)
+        except StoreError as e:
+            self.bar.show_message(f"Could not change the conversation: {one_line(e)}", "error")
+            return False
+
+    def show(self, store: Store, conv_id: int, msg_id: int) -> bool:
+        """The path through version `msg_id`, down through the latest replies after it."""
+        store.show_branch(conv_id, msg_id)
+        self._redraw(store, conv_id)
+        return True
+
+    def edit(self, _store: Store, _conv_id: int, msg_id: int) -> bool:
+        index = next((i for i, m in enumerate(self.flow.conversation.messages) if m.id == msg_id), None)
+        return index is not None and self.flow.edit(index)
+
+    def fork(self, store: Store, conv_id: int, msg_id: int) -> bool:
+        new = store.fork(conv_id, msg_id)
+        self.history.refresh()
+        self.history.open(new)
+        self.bar.show_message("Forked into a new conversation: the path up to that message, "
+                              "the original left as it was.", "info")
+        return True
+
+    def delete(self, store: Store, conv_id: int, msg_id: int) -> bool:
+        stored = store.get_conversation(conv_id)
+        n = len(tree.subtree(stored.tree, msg_id))
+        if not self.confirm(n):
+            return False
+        store.delete_branch(conv_id, msg_id)
+        self._redraw(store, conv_id)
+        self.history.refresh()
+        return True
+
+    def _ask_to_delete(self, n: int) -> bool:
+        after = f" and the {n - 1} after it, on every branch" if n > 1 else ""
+        answer = QMessageBox.question(self.window, "Delete", f"Delete this message{after}? "
+                                      "This cannot be undone.")
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _redraw(self, store: Store, conv_id: int) -> None:
+        self.flow.new_chat(LiveConversation.from_store(store.get_conversation(conv_id)))
