@@ -86,3 +86,16 @@ def test_edit_switch_regenerate_fork_and_reopen(qtbot, make_window):
         assert len(stored.tree) == 10 + 2 + 1  # five turns, the edit's turn, one regeneration kept
     click(again, "show", q2.id)
     assert [m.content for m in again.flow.conversation.messages] == five
+
+
+def test_a_rewritten_reply_is_kept_beside_the_models_marked_edited(qtbot, make_window):
+    win = make_window(small_config(max_tokens=4))
+    reply = ask(qtbot, win, "Say hello.")
+    win.branches.rewrite = lambda text: ("Hello, rewritten by hand.", True)
+    click(win, "edit", reply.id)
+    mine = win.flow.conversation.messages[-1]
+    assert mine.content == "Hello, rewritten by hand." and mine.edited and mine.version() == (2, 2)
+    assert "edited" in win.view.toPlainText()
+    click(win, "show", reply.id)
+    assert win.flow.conversation.messages[-1].content == reply.content, "the model's is kept"
+    assert len(win.flow.conversation.messages) == 2

@@ -129,8 +129,9 @@ def _arrow(theme: Theme, mark: str, target: int | None, title: str) -> str:
 
 def branch_html(theme: Theme, msg: LiveMessage) -> str:
     """A saved message's place among its versions ("< 2 / 3 >", each arrow showing the version
-    it points at) and what can be done from it: edit a question (a new branch beside it), fork
-    the path up to it into a new conversation, delete it and what follows it."""
+    it points at) and what can be done from it: edit it (a new version beside it: a question is
+    asked again, a reply kept as rewritten, marked edited), fork the path up to it into a new
+    conversation, delete it and what follows it."""
     if msg.id is None or msg.role not in ("user", "assistant"):
         return ""
     parts = []
@@ -141,8 +142,7 @@ def branch_html(theme: Theme, msg: LiveMessage) -> str:
         nxt = msg.alternatives[i] if i < n else None
         parts.append(f"{_arrow(theme, PREV, prev, 'the version before')} {i} / {n} "
                      f"{_arrow(theme, NEXT, nxt, 'the version after')}")
-    actions = [("edit", "Edit")] if msg.role == "user" else []
-    actions += [("fork", "Fork"), ("delete", "Delete")]
+    actions = [("edit", "Edit"), ("fork", "Fork"), ("delete", "Delete")]
     parts += [f'<a href="{MESSAGE_SCHEME}:{a}/{msg.id}" style="color:{theme.muted}; '
               f'text-decoration:none;">{label}</a>' for a, label in actions]
     edited = " · edited" if msg.edited else ""

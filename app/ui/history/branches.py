@@ -1,4 +1,4 @@
-"""What the links on a saved message do: flip to another version, edit a question, fork the path
+"""What the links on a saved message do: flip to another version, edit it, fork the path
 up to a message into a new conversation, delete a message and what follows it.
 
 The store holds the tree (app.history: parent ids, the path shown); the view draws the path
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 
 from app.chat.conversation import LiveConversation
 from app.history import tree
@@ -30,7 +30,8 @@ class BranchActions(QObject):
                  bar: MessageBar, window: QWidget, parent=None):
         super().__init__(parent)
         self.store, self.flow, self.history, self.bar, self.window = store, flow, history, bar, window
-        self.confirm = self._ask_to_delete  # tests answer it themselves
+        self.confirm = self._ask_to_delete  # tests answer these themselves
+        self.rewrite = self._rewrite_dialog
         flow.view.message_action.connect(self.act)
 
     def act(self, action: str, msg_id: int) -> bool:
@@ -53,9 +54,27 @@ class BranchActions(QObject):
         self._redraw(store, conv_id)
         return True
 
-    def edit(self, _store: Store, _conv_id: int, msg_id: int) -> bool:
-        index = next((i for i, m in enumerate(self.flow.conversation.messages) if m.id == msg_id), None)
-        return index is not None and self.flow.edit(index)
+    def edit(self, store: Store, conv_id: int, msg_id: int) -> bool:
+        """A question goes back into the box (ChatFlow.edit); a reply is rewritten in a dialog and
+        kept beside the model's, marked edited, and what follows the model's stays with it."""
+        msgs = self.flow.conversation.messages
+        index = next((i for i, m in enumerate(msgs) if m.id == msg_id), None)
+        if index is None:
+            return False
+        msg = msgs[index]
+        if msg.role == "user":
+            return self.flow.edit(index)
+        text, ok = self.rewrite(msg.content)
+        if not ok or text == msg.content:
+            return False
+        stored = next(m for m in store.get_conversation(conv_id).tree if m.id == msg_id)  # its parent
+        store.add_message(conv_id, "assistant", text, parent_id=stored.parent_id, edited=True)
+        self._redraw(store, conv_id)
+        return True
+
+    def _rewrite_dialog(self, text: str) -> tuple[str, bool]:
+        return QInputDialog.getMultiLineText(self.window, "Edit the reply",
+                                             "The rewritten reply is kept beside the model's:", text)
 
     def fork(self, store: Store, conv_id: int, msg_id: int) -> bool:
         new = store.fork(conv_id, msg_id)
