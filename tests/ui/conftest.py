@@ -79,3 +79,11 @@ def seed(question: str, answer: str) -> int:
         s.add_message(cid, "user", question)
         s.add_message(cid, "assistant", answer)
         return cid
+
+
+def headers(text: str, role_label: str) -> int:
+    """How many messages of a role the view's plain text shows (a header line starts with it,
+    whatever links follow on that line)."""
+    import re
+
+    return len(re.findall(rf"^{re.escape(role_label)}\b", text, re.M))

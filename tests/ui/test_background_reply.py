@@ -19,7 +19,7 @@ from app.chat.tool_set import make_tool_set
 from app.history.records import COMPLETE, INTERRUPTED, JSON_REPLY
 from app.history.store import Store
 from app.ui.history.panel import WRITING
-from tests.ui.conftest import ask, decode_to_max_tokens, seed, small_config
+from tests.ui.conftest import ask, decode_to_max_tokens, headers, seed, small_config
 
 LONG = "Count from 1 to 300 in words, one number per line."
 TOKENS = 120
@@ -112,7 +112,7 @@ def test_coming_back_shows_the_reply_streaming_and_it_ends_there(qtbot, make_win
     msg = blocker.args[0]
     assert msg.stats.decode_tokens == 200 and win.view.final_paints == 1
     text = win.view.toPlainText()
-    assert msg.stats.summary() in text and text.count("You\n") == 1, "drawn once, with its footer"
+    assert msg.stats.summary() in text and headers(text, "You") == 1, "drawn once, with its footer"
     assert not win.flow.busy and win.composer.send_button.text() == "Send"
     assert stored_reply(cid).state == COMPLETE
 

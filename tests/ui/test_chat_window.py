@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
-from tests.ui.conftest import ask, decode_to_max_tokens, small_config
+from tests.ui.conftest import ask, decode_to_max_tokens, headers, small_config
 
 QUESTION = "Name three colours."
 
@@ -100,7 +100,7 @@ def test_regenerate_replaces_the_last_reply(qtbot, make_window):
     assert win.flow.conversation.messages[0].content == QUESTION
     assert again.stats.prompt_tokens == first.stats.prompt_tokens  # the same prompt, asked again
     assert again.stats.cached_tokens > 0  # ... on the cached history
-    assert win.view.toPlainText().count("You\n") == 1
+    assert headers(win.view.toPlainText(), "You") == 1
 
 
 def test_edit_last_and_resend(qtbot, make_window):
