@@ -29,6 +29,7 @@ from app.engine.events import Event, TextDelta
 from app.engine.message import MessageBody, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
+from app.history import tree
 from app.history.errors import StoreError
 from app.history.messages import AT_LEAF
 from app.history.records import COMPLETE, INTERRUPTED
@@ -245,12 +246,14 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
                 settings: GenerationSettings, system: str | None = None,
                 on_event: EventSink | None = None, cancel: CancelToken | None = None,
                 save_every_s: float = SAVE_EVERY_S, tools: ToolCalls | None = None,
-                tool_set: dict | None = None) -> Turn:
+                tool_set: dict | None = None, parent_id: int | None = AT_LEAF) -> Turn:
     """Answer `user_text` in conversation `conv_id` (None: start a new one) and record it.
 
     `system` None keeps the conversation's system prompt; a new one replaces it. `user_text`
     None continues conversation `conv_id` after its tool results. `tools` are what the reply
-    may call; `tool_set` (ToolSet.to_json) is saved with the conversation.
+    may call; `tool_set` (ToolSet.to_json) is saved with the conversation. `parent_id` (not
+    AT_LEAF: the path shown) branches: the question follows that message, with the path up to it
+    as its history (`ask --from`).
     An exception after some text keeps that text (interrupted) and propagates.
     """
     store = recorder.store
@@ -259,6 +262,8 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
     if conv_id is not None:
         conv = store.get_conversation(conv_id)
         system = conv.system_prompt if system is None else system
+        if parent_id != AT_LEAF:
+            conv.messages = tree.path_to(conv.tree, parent_id) if parent_id is not None else []
         history, ids = conv.history()
     recorder.model = engine.identity()
     if user_text is None:
@@ -266,7 +271,7 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
             raise ValueError("a reply after tool results continues a conversation")
         turn = recorder.begin_continuation(conv_id, ids)
     else:
-        turn = recorder.begin(conv_id, user_text, system, settings, ids, tools=tool_set)
+        turn = recorder.begin(conv_id, user_text, system, settings, ids, tools=tool_set, parent_id=parent_id)
     saver = ReplySaver(recorder, turn, save_every_s)
 
     def sink(ev: Event) -> None:

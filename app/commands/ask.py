@@ -17,6 +17,9 @@ tools run here and the model is asked again with their results
 preset saved in the window (app.chat.presets): its system prompt, sampling
 settings, reply format and tools, each unless a flag gives its own; like the
 window, it sets up a new conversation only, never a continued one.
+`--continue ID --from MESSAGE_ID` branches: the question follows that message
+(an id from `llamadesk list ID --tree`) with the path up to it as the history,
+beside what followed it before, which stays; the path shown is the new branch.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
 from app.engine.grammar import Constraint, compile_grammar
 from app.engine.message import MessageBody, ToolCall
+from app.history import tree
+from app.history.messages import AT_LEAF
+from app.history.records import StoredConversation, StoredMessage
 from app.history.store import Store
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
@@ -67,6 +73,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help='print one JSON object {"text", "model", "stats", "conversation"} on stdout')
     p.add_argument("--continue", dest="continue_id", type=int, default=None, metavar="ID",
                    help="continue conversation ID (see `llamadesk list`) with its history and system prompt")
+    p.add_argument("--from", dest="from_id", type=int, default=None, metavar="MESSAGE_ID",
+                   help="with --continue: branch from message MESSAGE_ID (see `llamadesk list ID --tree`): "
+                        "the question follows it, with the path up to it as the history; what followed "
+                        "it before stays as another branch")
     p.add_argument("--no-save", action="store_true", help="do not record this exchange in the history")
     p.add_argument("--preset", metavar="NAME",
                    help="start from a preset saved in the window: its system prompt, sampling settings, "
@@ -231,6 +241,11 @@ def run(args: argparse.Namespace) -> int:
     if args.tool_result is not None and (args.continue_id is None or args.no_save):
         raise ValueError("--tool-result records a waiting call's result in its conversation: use it "
                          "with --continue ID, without --no-save")
+    if args.from_id is not None and args.continue_id is None:
+        raise ValueError("--from names a message of the conversation --continue ID continues: give both")
+    if args.from_id is not None and args.tool_result is not None:
+        raise ValueError("--tool-result answers the call waiting at the end of the path shown, --from "
+                         "asks a new question elsewhere: give one")
     if args.tool_choice is not None and args.tool_choice not in CHOICES and not args.tool_choice.strip():
         raise ValueError("--tool-choice is empty")
     if args.tool_result is None and not args.prompt.strip():
@@ -253,6 +268,22 @@ def run(args: argparse.Namespace) -> int:
             store.close()
 
 
+def branch_path(conv: StoredConversation, msg_id: int) -> list[StoredMessage]:
+    """The messages up to `msg_id`, the one a branched question follows; a message that is not the
+    conversation's, or is a question itself (two questions in a row), is refused in one line."""
+    by_id = {m.id: m for m in conv.tree}
+    if msg_id not in by_id:
+        raise ValueError(f"conversation {conv.id} has no message {msg_id} (its ids: llamadesk list "
+                         f"{conv.id} --tree)")
+    m = by_id[msg_id]
+    if m.role == "user":
+        instead = (f"--from {m.parent_id}" if m.parent_id is not None
+                   else "a new conversation (drop --continue and --from)")
+        raise ValueError(f"message {msg_id} is a question: --from names the message a new question "
+                         f"follows; to ask in its place, give {instead}")
+    return tree.path_to(conv.tree, msg_id)
+
+
 def _waiting_call(conv) -> ToolCall:
     """The conversation's last reply's first call that has no result yet."""
     answered = {m.tool_call_id for m in conv.messages if m.role == "tool"}
@@ -270,6 +301,8 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
     waiting: ToolCall | None = None
     if args.continue_id is not None:
         conv = store.get_conversation(args.continue_id)  # fails early for a wrong id
+        if args.from_id is not None:
+            conv.messages = branch_path(conv, args.from_id)  # what the question follows, as history
         history = conv.history()[0]
         system = conv.system_prompt if system is None else system
         stored_tools = conv.tools
@@ -362,6 +395,7 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
     convo = list(history)
     recorder = TurnRecorder(store) if not args.no_save else None
     saved: list[int | None] = [args.continue_id]
+    branch: list[int | None] = [args.from_id if args.from_id is not None else AT_LEAF]
 
     def ask(user_text: str | None, calls) -> Reply:
         if recorder is None:
@@ -373,7 +407,9 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
             return r
         turn = generate_interruptibly(
             lambda cancel: record_turn(recorder, engine, saved[0], user_text, settings, args.system,
-                                       on_event, cancel, tools=calls, tool_set=tools.to_json()), stop)
+                                       on_event, cancel, tools=calls, tool_set=tools.to_json(),
+                                       parent_id=branch[0]), stop)
+        branch[0] = AT_LEAF  # the first question branches; what follows it follows it
         if turn.state:
             saved[0] = turn.conversation_id
         asked.append(turn.reply)

@@ -7,26 +7,36 @@ but a history cannot hold: text with lone surrogates (SQLite cannot store it),
 NaN and infinities (no JSON export could write them back), and times no clock
 produced (the list could not show them); milliseconds, which JavaScript tools
 write, are read as the time they mean.
+
+Version 2 carries the conversation's whole tree: every message of every
+branch with its `id` and the `parent_id` of the message it follows, and the
+`active_leaf` that ends the path shown. A reader takes it only when it is a
+tree: each parent written before its child (so there is no loop to follow),
+no id twice, the leaf one of the messages; the store renumbers the ids on
+import and rebuilds the same shape. Version 1 (a line) still reads. Writing
+never fails on a tree a hand-edited database has bent: a parent that is gone
+or a loop is written as a first message, so every export reads back.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from app import __version__
 from app.engine.message import ROLES
 from app.engine.stats import ReplyStats
-from app.history import timestamps
+from app.history import timestamps, tree
 from app.history.errors import TranscriptError
 from app.history.records import FORMATS, STATES, StoredConversation, StoredMessage
 from app.history.tool_rows import calls_from_list
 
 FORMAT = "llamadesk.transcript"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # a version 1 file is a line: each message follows the one before
 
 
 def _finite(v):
@@ -36,6 +46,9 @@ def _finite(v):
 
 
 def to_document(conv: StoredConversation) -> dict:
+    rows, parents = written_tree(conv)
+    written = {m.id for m in rows}
+    leaf = conv.messages[-1].id if conv.messages and conv.tree else (rows[-1].id if rows else None)
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -51,23 +64,74 @@ def to_document(conv: StoredConversation) -> dict:
             "settings": conv.settings,
             "reply_format": conv.reply_format,
             "tools": conv.tools,
+            "active_leaf": leaf if leaf in written else None,
             "messages": [
                 {
+                    "id": m.id,
+                    "parent_id": parents[i],
                     "role": m.role,
                     "content": m.content,
                     "created_at": _finite(m.created_at),
                     "updated_at": _finite(m.updated_at),
                     "state": m.state,
                     "out_of_context": m.out_of_context,
+                    "edited": m.edited,
                     "format": m.format,
                     "stats": ({k: _finite(v) for k, v in m.stats.to_json().items()}
                               if m.stats is not None else None),
                     **_tool_fields(m),
                 }
-                for m in conv.messages
+                for i, m in enumerate(rows)
             ],
         },
     }
+
+
+def written_tree(conv: StoredConversation) -> tuple[list[StoredMessage], list[int | None]]:
+    """The messages to write, each after the one it follows, and each one's parent as written.
+
+    The tree as the store keeps it (oldest first, so a parent already comes before its replies);
+    a conversation without one (built in memory) is its messages in a line, numbered by position
+    when their ids do not tell them apart. A message whose parent is not in the conversation, or
+    that a loop would put after itself, is written as a first message: the file must read back.
+    """
+    if not conv.tree:
+        rows = list(conv.messages)
+        if len({m.id for m in rows}) != len(rows):
+            rows = [replace(m, id=i + 1) for i, m in enumerate(rows)]
+        return rows, [None] + [m.id for m in rows[:-1]]
+    kept: dict[int, StoredMessage] = {}
+    for m in conv.tree:
+        kept.setdefault(m.id, m)  # a second row with one id (never written by the store): the first
+    parent = {i: (m.parent_id if m.parent_id in kept and m.parent_id != i else None) for i, m in kept.items()}
+    done: set[int] = set()
+    for start in kept:  # a loop starts again from its oldest message
+        chain: list[int] = []
+        on_chain: set[int] = set()
+        cur: int | None = start
+        while cur is not None and cur not in done and cur not in on_chain:
+            chain.append(cur)
+            on_chain.add(cur)
+            cur = parent[cur]
+        if cur is not None and cur in on_chain:
+            parent[min(chain[chain.index(cur):])] = None
+        done.update(chain)
+    waiting: dict[int, list[int]] = {}
+    placed: set[int] = set()
+    rows, parents = [], []
+    for i in kept:  # oldest first; one older than its parent (a hand-edited file) waits for it
+        p = parent[i]
+        if p is not None and p not in placed:
+            waiting.setdefault(p, []).append(i)
+            continue
+        stack = [i]
+        while stack:
+            cur = stack.pop()
+            placed.add(cur)
+            rows.append(kept[cur])
+            parents.append(parent[cur])
+            stack.extend(reversed(waiting.pop(cur, [])))
+    return rows, parents
 
 
 def _tool_fields(m: StoredMessage) -> dict:
@@ -172,10 +236,10 @@ def from_document(doc) -> StoredConversation:
     version = doc.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise _Bad("the transcript has no integer version")
-    if version != VERSION:
+    if version not in READS:
         newer = "a newer" if version > VERSION else "an unknown"
-        shown = version if abs(version) < 10**20 else "(a huge number)"
-        raise _Bad(f"transcript version {shown} is {newer} version; this LlamaDesk reads version {VERSION}")
+        raise _Bad(f"transcript version {_shown(version)} is {newer} version; this LlamaDesk reads "
+                   f"versions {', '.join(map(str, READS[:-1]))} and {READS[-1]}")
     c = _get(doc, "conversation", (dict,), "document")
     _walk(c, "conversation")
     w = "conversation"
@@ -190,9 +254,49 @@ def from_document(doc) -> StoredConversation:
         reply_format=_get(c, "reply_format", (dict,), w, optional=True),
         tools=_get(c, "tools", (dict,), w, optional=True),
     )
-    for i, m in enumerate(_get(c, "messages", (list,), w)):
-        conv.messages.append(_message(m, f"messages[{i}]"))
+    listed = _get(c, "messages", (list,), w)
+    if version == 1:  # a line, as version 1 kept every conversation
+        conv.messages = [_message(m, f"messages[{i}]") for i, m in enumerate(listed)]
+        return conv
+    at: dict[int, int] = {}  # an id -> where the document first wrote it
+    for i, m in enumerate(listed):
+        mw = f"messages[{i}]"
+        msg = _message(m, mw)
+        msg.id = _get(m, "id", (int,), mw)
+        if msg.id in at:
+            raise _Bad(f"{mw}.id {_shown(msg.id)} is the id of messages[{at[msg.id]}] already: each "
+                       "message has its own")
+        if "parent_id" not in m:
+            raise _Bad(f"{mw} has no 'parent_id' (null for a first message)")
+        msg.parent_id = _get(m, "parent_id", (int,), mw, optional=True)
+        if msg.parent_id is not None and msg.parent_id not in at:
+            raise _Bad(f"{mw}.parent_id {_shown(msg.parent_id)} {_where(listed, msg.parent_id, i)}")
+        msg.edited = bool(_get(m, "edited", (bool,), mw, optional=True))
+        at[msg.id] = i
+        conv.tree.append(msg)
+    leaf = _get(c, "active_leaf", (int,), w, optional=True)
+    if leaf is not None and leaf not in at:
+        raise _Bad(f"conversation.active_leaf {_shown(leaf)} is not the id of any message of the document")
+    conv.active_leaf = conv.tree[-1].id if leaf is None and conv.tree else leaf
+    conv.messages = tree.path_to(conv.tree, conv.active_leaf)
     return conv
+
+
+def _shown(n: int) -> str:
+    return str(n) if abs(n) < 10**20 else "(a huge number)"
+
+
+def _where(listed: list, parent: int, i: int) -> str:
+    """Why a parent id is not one a message may follow: itself, a later message, or nothing."""
+    if parent == listed[i].get("id"):
+        return "is the message's own id: a message follows one written before it"
+    later = next((j for j in range(i + 1, len(listed))
+                  if isinstance(listed[j], dict) and type(listed[j].get("id")) is int
+                  and listed[j]["id"] == parent), None)
+    if later is not None:
+        return (f"is the id of messages[{later}], written after it: a message follows one written "
+                "before it (so the messages cannot loop)")
+    return "is not the id of any message of the document"
 
 
 def _message(m, mw: str) -> StoredMessage:

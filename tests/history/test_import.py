@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
@@ -13,6 +12,7 @@ from app.history.errors import TranscriptError
 from app.history.records import INTERRUPTED
 from app.history.store import Store
 from tests.store_rows import row_counts
+from tests.transcripts import by_position
 
 STATS = ReplyStats(ttft_s=0.5, prefill_tokens=10, cached_tokens=0, prefill_s=0.01, prefill_tok_s=1000.0,
                    decode_tokens=5, decode_s=0.05, decode_tok_s=100.0, total_s=0.6, kv_used=15, n_ctx=512,
@@ -21,10 +21,8 @@ STATS = ReplyStats(ttft_s=0.5, prefill_tokens=10, cached_tokens=0, prefill_s=0.0
 
 
 def without_ids(doc: dict) -> dict:
-    doc = copy.deepcopy(doc)
-    doc.pop("exported_at")
-    doc["conversation"].pop("id")
-    return doc
+    """The document as the conversation it describes: every id (renumbered by an import) by position."""
+    return by_position(doc)
 
 
 @pytest.fixture

@@ -5,8 +5,11 @@ huge, negative and non-finite numbers, odd strings with lone surrogates, raw
 byte damage). Whatever it is, the importer gives either a conversation that
 round-trips through the store, `llamadesk list` and every export, or one
 TranscriptError whose message is one printable line; never another exception,
-and never a partial import. Derandomized with no example database, so CI runs
-exactly the same 200 documents every time.
+and never a partial import. The documents start from a conversation in a line
+(version 2), the same with branches (an edited question, a regenerated reply, a
+path shown that is not the latest), and the line as version 1 wrote it, so the
+ids, parents and active leaf are mutated too. Derandomized with no example
+database, so CI runs exactly the same 200 documents every time.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from app.history.errors import TranscriptError
 from app.history.records import COMPLETE, GENERATING, INTERRUPTED, StoredConversation, StoredMessage
 from app.history.store import Store
 from tests.store_rows import row_counts
+from tests.transcripts import by_position
 
 STATS = ReplyStats(ttft_s=0.5, prefill_tokens=10, cached_tokens=0, prefill_s=0.01, prefill_tok_s=1000.0,
                    decode_tokens=5, decode_s=0.05, decode_tok_s=100.0, total_s=0.6, kv_used=15, n_ctx=512,
@@ -53,7 +57,33 @@ def _paths(v, here=()) -> list[tuple]:
     return out
 
 
-PATHS = _paths(VALID)[1:]
+
+
+def _branched() -> dict:
+    """VALID with branches: its second question edited (the new one and its reply after the first
+    reply), its last reply regenerated, and the path shown through the first version."""
+    doc = copy.deepcopy(VALID)
+    msgs = doc["conversation"]["messages"]
+    edited = copy.deepcopy(msgs[2]) | {"id": 5, "parent_id": 2, "content": "And more?"}
+    reply = copy.deepcopy(msgs[1]) | {"id": 6, "parent_id": 5, "content": "Owls are birds.", "edited": True}
+    again = copy.deepcopy(msgs[3]) | {"id": 7, "parent_id": 3, "state": COMPLETE}
+    msgs += [edited, reply, again]
+    doc["conversation"]["active_leaf"] = 7
+    return doc
+
+
+def _version_1() -> dict:
+    doc = copy.deepcopy(VALID)
+    doc["version"] = 1
+    del doc["conversation"]["active_leaf"]
+    for m in doc["conversation"]["messages"]:
+        for k in ("id", "parent_id", "edited"):
+            del m[k]
+    return doc
+
+
+BASES = [VALID, _branched(), _version_1()]
+PATHS = [_paths(b)[1:] for b in BASES]
 
 odd_text = st.one_of(st.text(max_size=12), st.sampled_from(
     ["", "\ud800", "a\udcffb", "\udfff\ud800", "\x00", "line\nbreak", "\u202eevil", "🦙" * 3, "complete",
@@ -75,9 +105,10 @@ def _parent(doc, path):
 
 @st.composite
 def documents(draw) -> bytes:
-    doc = copy.deepcopy(VALID)
+    base = draw(st.integers(0, len(BASES) - 1))
+    doc = copy.deepcopy(BASES[base])
     for _ in range(draw(st.integers(0, 3))):
-        path = draw(st.sampled_from(PATHS))
+        path = draw(st.sampled_from(PATHS[base]))
         how = draw(st.sampled_from(["delete", "any", "same kind", "same kind"]))
         try:
             parent = _parent(doc, path)
@@ -101,9 +132,7 @@ def documents(draw) -> bytes:
 
 
 def comparable(conv: StoredConversation) -> dict:
-    doc = transcript.to_document(conv)
-    doc.pop("exported_at")
-    doc["conversation"].pop("id")
+    doc = by_position(transcript.to_document(conv))
     for m in doc["conversation"]["messages"]:
         if m["state"] == GENERATING:  # no writer in this process: it arrives interrupted
             m["state"] = INTERRUPTED
@@ -132,12 +161,14 @@ def test_any_document_imports_whole_or_not_at_all(tmp_path, capsys, raw):
     with Store.open() as s:
         cid = s.import_conversation(conv)
         back = s.get_conversation(cid)
-    assert row_counts(db) == (before[0] + 1, before[1] + len(conv.messages))
+    rows = len(conv.tree or conv.messages)  # every branch
+    assert row_counts(db) == (before[0] + 1, before[1] + rows)
+    assert [m.content for m in back.messages] == [m.content for m in conv.messages]  # the path shown
     assert comparable(back) == comparable(conv)
     capsys.readouterr()
     assert main(["list", "--json"]) == 0
     listed = {c["id"]: c for c in json.loads(capsys.readouterr().out)}
-    assert listed[cid]["message_count"] == len(conv.messages)
+    assert listed[cid]["message_count"] == rows
     assert listed[cid]["updated_at"] is not None
     for fmt in export.FORMATS:
         assert export.render(back, fmt)

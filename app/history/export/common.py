@@ -1,8 +1,24 @@
-"""Small pieces the human-readable exports share, so they say things the same way."""
+"""Small pieces the human-readable exports share, so they say things the same way.
+
+A conversation is a tree; the Markdown, HTML and text exports write the path
+shown (`conv.messages`), a message with alternatives marked "version 2 of 3"
+as the window's switcher counts them. With `all_branches` they write every
+branch as a section after the path shown, each from where it leaves what was
+written before ("Branch 2 of 3, after message 4"), not the tree in one piece:
+a file is read top to bottom, and a section that reads as a conversation (the
+path shown whole, then each other branch as what was said instead from that
+message on) can be followed without holding a tree in mind, where the tree
+written in one piece would put each answer away from its question as soon as
+two branches interleave. The shared part of a branch is not written twice:
+its first message names the message it continues after, with the message ids
+shown (as `llamadesk list ID --tree` shows them and `ask --from` takes them).
+"""
 
 from __future__ import annotations
 
-from app.history import timestamps
+from dataclasses import dataclass
+
+from app.history import timestamps, transcript
 from app.history.records import INTERRUPTED, JSON_REPLY, StoredConversation, StoredMessage
 from app.rendering.markdown_html import json_markdown
 from app.rendering.tool_parts import message_markdown
@@ -25,8 +41,12 @@ def stamp(m: StoredMessage) -> str:
     return when(m.created_at)
 
 
-def marks(m: StoredMessage) -> list[str]:
-    out = []
+def marks(m: StoredMessage, version: tuple[int, int] | None = None) -> list[str]:
+    """What a message's heading says besides its role: its version among its alternatives (see
+    versions()), and whether it was edited, cut off or left out of the context."""
+    out = [f"version {version[0]} of {version[1]}"] if version else []
+    if m.edited:
+        out.append("edited")
     if m.state == INTERRUPTED:
         out.append("interrupted")
     elif m.state == "generating":
@@ -47,9 +67,9 @@ def has_body(m: StoredMessage) -> bool:
     return bool(m.content or m.tool_calls or m.role == "tool")
 
 
-def header_facts(conv: StoredConversation) -> list[str]:
+def header_facts(conv: StoredConversation, all_branches: bool = False) -> list[str]:
     facts = [f"Conversation {conv.id}", f"created {when(conv.created_at)}",
-             f"updated {when(conv.updated_at)}", f"{len(conv.messages)} messages"]
+             f"updated {when(conv.updated_at)}", _count(conv, all_branches)]
     if conv.model:
         facts.append(f"model {conv.model}")
     held = reply_format_fact(conv.reply_format)
@@ -59,6 +79,99 @@ def header_facts(conv: StoredConversation) -> list[str]:
     if tools:
         facts.append(tools)
     return facts
+
+
+def _count(conv: StoredConversation, all_branches: bool) -> str:
+    n = len(branches(conv)) if len(conv.tree) > len(conv.messages) else 1
+    if n == 1:
+        return f"{len(conv.messages)} messages"
+    if all_branches:
+        return f"{len(conv.tree)} messages on {n} branches"
+    return f"{len(conv.messages)} messages shown ({len(conv.tree)} on {n} branches)"
+
+
+def versions(conv: StoredConversation) -> dict[int, tuple[int, int]]:
+    """Each message with alternatives (the messages that follow what it follows): its place from 1
+    and how many, oldest first, as StoredConversation.alternatives counts them; in one pass, so a
+    conversation of thousands of messages exports in no time."""
+    by_parent: dict[int | None, list[int]] = {}
+    for m in conv.tree:
+        by_parent.setdefault(m.parent_id, []).append(m.id)
+    return {i: (k + 1, len(ids)) for ids in by_parent.values() if len(ids) > 1 for k, i in enumerate(ids)}
+
+
+@dataclass
+class Branch:
+    """One section of an all-branches export: what it adds, after which message."""
+
+    number: int  # from 1: the path shown
+    messages: list[StoredMessage]  # from where it leaves what was written before, to its end
+    after: StoredMessage | None  # the message it continues after; None: from the start (or the path shown)
+
+
+def branches(conv: StoredConversation) -> list[Branch]:
+    """The path shown whole, then every other branch once, in the tree's order (oldest reply or
+    version first), each from where it leaves the ones written before it. Every message of the
+    tree is in exactly one; a tree a hand-edited database bent is read as the JSON export writes
+    it (a loop or a lost parent starts again from a first message)."""
+    if not conv.tree:  # held in memory, or read from a version 1 file: a line
+        return [Branch(1, list(conv.messages), None)]
+    rows, parents = transcript.written_tree(conv)
+    kids: dict[int | None, list[StoredMessage]] = {}
+    for m, p in zip(rows, parents, strict=True):
+        kids.setdefault(p, []).append(m)
+    parent = {m.id: p for m, p in zip(rows, parents, strict=True)}
+    by_id = {m.id: m for m in rows}
+    out = [Branch(1, list(conv.messages), None)]
+    written = {m.id for m in conv.messages}
+    stack = list(reversed(kids.get(None, [])))
+    while stack:  # depth first, oldest child first: each leaf ends one branch
+        m = stack.pop()
+        below = kids.get(m.id, [])
+        stack.extend(reversed(below))
+        if below or m.id in written:
+            continue
+        part: list[StoredMessage] = []
+        cur: int | None = m.id
+        while cur is not None and cur not in written:
+            part.append(by_id[cur])
+            written.add(cur)
+            cur = parent[cur]
+        out.append(Branch(len(out) + 1, part[::-1], by_id.get(cur) if cur is not None else None))
+    return out
+
+
+def snippet(m: StoredMessage, width: int = 50) -> str:
+    """A message in a few words on one line: its text, or the tools it called, or "(empty)"."""
+    text = " ".join(m.content.split())
+    if not text and m.tool_calls:
+        text = "called " + ", ".join(c.name for c in m.tool_calls)
+    if m.role == "tool" and m.tool_name:
+        text = f"{m.tool_name}: {text}"
+    if not text:
+        return "(empty)"
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def branch_heading(b: Branch, total: int) -> str:
+    """A section's title: which branch, and where it leaves the ones before."""
+    if b.number == 1:
+        return f"Branch 1 of {total}: the path shown"
+    if b.after is None:
+        return f"Branch {b.number} of {total}: from the start"
+    who = ROLE_NAMES.get(b.after.role, b.after.role)
+    return f"Branch {b.number} of {total}: after message {b.after.id} ({who}: “{snippet(b.after, 40)}”)"
+
+
+def sections(conv: StoredConversation, all_branches: bool) -> list[Branch]:
+    """What an export writes: the path shown alone, or every branch (one branch: the same)."""
+    return branches(conv) if all_branches and conv.tree else [Branch(1, list(conv.messages), None)]
+
+
+def heading_marks(m: StoredMessage, version: tuple[int, int] | None, with_id: bool) -> list[str]:
+    """A message heading's parentheses: its id when branches are written (a section names the
+    message it continues after by it), then marks()."""
+    return ([f"message {m.id}"] if with_id else []) + marks(m, version)
 
 
 def tools_fact(tools: dict | None) -> str | None:

@@ -13,13 +13,27 @@ is), and every other string passes through html.escape (quotes too). As a
 second fence the page forbids scripts outright through its
 Content-Security-Policy, and uses no scripts of its own (stats open with
 <details>).
+
+The path shown is written, a message with alternatives marked "version 2 of
+3"; with `all_branches`, each branch after it as a section from where it
+leaves the ones before (app.history.export.common says why).
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from app.history.export.common import ROLE_NAMES, header_facts, marks, reply_markdown, stamp, title
+from app.history.export.common import (
+    ROLE_NAMES,
+    branch_heading,
+    header_facts,
+    heading_marks,
+    reply_markdown,
+    sections,
+    stamp,
+    title,
+    versions,
+)
 from app.history.records import StoredConversation, StoredMessage
 from app.rendering.markdown_html import HtmlRenderer, page_css, typed_segments
 
@@ -55,6 +69,8 @@ figure.code figcaption { color: var(--muted); font-size: 0.8em; }
 figure.code pre { margin: 2px 0 0; padding: 8px 10px; border-radius: 6px; overflow-x: auto;
   background: var(--code); font-family: ui-monospace, "SF Mono", Menlo, Consolas, monospace;
   font-size: 0.9em; line-height: 1.4; }
+h2.branch { font-size: 1.15em; margin: 28px 0 4px; padding-top: 12px; border-top: 2px solid var(--line);
+  overflow-wrap: anywhere; }
 .stats summary { cursor: pointer; }
 .stats table { border-collapse: collapse; margin-top: 4px; }
 .stats td { padding: 1px 10px 1px 0; font-variant-numeric: tabular-nums; }
@@ -82,9 +98,10 @@ def _typed(text: str, renderer: HtmlRenderer) -> str:
                    for seg in typed_segments(text, renderer.md))
 
 
-def _message(m: StoredMessage, renderer: HtmlRenderer) -> str:
+def _message(m: StoredMessage, renderer: HtmlRenderer, version: tuple[int, int] | None = None,
+             with_id: bool = False) -> str:
     cls = ["msg", _e(m.role)] + (["out-of-context"] if m.out_of_context else [])
-    extra = "".join(f'<span class="mark">{_e(x)}</span>' for x in marks(m))
+    extra = "".join(f'<span class="mark">{_e(x)}</span>' for x in heading_marks(m, version, with_id))
     shown = m.role in ("assistant", "tool")  # a model's Markdown, or a tool's result in its box
     body = renderer.render(reply_markdown(m)).html if shown else _typed(m.content, renderer)
     return (f'<section class="{" ".join(cls)}"><div class="head">'
@@ -93,12 +110,18 @@ def _message(m: StoredMessage, renderer: HtmlRenderer) -> str:
             f'<div class="content">{body}</div>{_stats(m)}</section>')
 
 
-def render(conv: StoredConversation) -> str:
+def render(conv: StoredConversation, all_branches: bool = False) -> str:
     t = _e(title(conv))
     system = (f'<div class="system"><strong>System prompt</strong>\n{_e(conv.system_prompt)}</div>'
               if conv.system_prompt else "")
     renderer = HtmlRenderer(inline=False)  # colours from page_css, light and dark
-    body = "\n".join(_message(m, renderer) for m in conv.messages)
+    parts = sections(conv, all_branches)
+    branched = len(parts) > 1
+    version = versions(conv)
+    body = "\n".join(
+        (f'<h2 class="branch">{_e(branch_heading(b, len(parts)))}</h2>\n' if branched else "")
+        + "\n".join(_message(m, renderer, version.get(m.id), branched) for m in b.messages)
+        for b in parts)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -106,6 +129,6 @@ def render(conv: StoredConversation) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta name="generator" content="LlamaDesk">\n<title>{t}</title>\n'
         f"<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
-        f"<h1>{t}</h1>\n<div class=\"facts\">{_e(' · '.join(header_facts(conv)))}</div>\n"
+        f"<h1>{t}</h1>\n<div class=\"facts\">{_e(' · '.join(header_facts(conv, all_branches)))}</div>\n"
         f"{system}\n{body}\n</main>\n</body>\n</html>\n"
     )

@@ -2,13 +2,28 @@
 
 Message text goes in verbatim (replies are usually Markdown already); an
 unclosed code fence is closed so it cannot swallow the rest of the file.
+The path shown is written, each message a `##` heading ("## Assistant
+(version 2 of 3)" where it has alternatives); with `all_branches`, each
+branch is a `##` section of `###` messages after the path shown, from where
+it leaves it (app.history.export.common says why sections, not the tree).
 """
 
 from __future__ import annotations
 
 import re
 
-from app.history.export.common import ROLE_NAMES, has_body, header_facts, marks, reply_markdown, stamp, title
+from app.history.export.common import (
+    ROLE_NAMES,
+    branch_heading,
+    has_body,
+    header_facts,
+    heading_marks,
+    reply_markdown,
+    sections,
+    stamp,
+    title,
+    versions,
+)
 from app.history.records import StoredConversation
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
@@ -21,19 +36,25 @@ def _close_fences(text: str) -> str:
     return text
 
 
-def render(conv: StoredConversation) -> str:
-    out = [f"# {' '.join(title(conv).split())}", "", " · ".join(header_facts(conv)), ""]
+def render(conv: StoredConversation, all_branches: bool = False) -> str:
+    out = [f"# {' '.join(title(conv).split())}", "", " · ".join(header_facts(conv, all_branches)), ""]
     if conv.system_prompt:
         out += ["**System prompt:**", ""]
         out += ["> " + line if line else ">" for line in conv.system_prompt.splitlines()]
         out.append("")
-    for m in conv.messages:
-        head = f"## {ROLE_NAMES.get(m.role, m.role)}"
-        extra = marks(m)
-        if extra:
-            head += f" ({', '.join(extra)})"
-        body = _close_fences(reply_markdown(m)) if has_body(m) else "*(empty)*"
-        out += ["---", "", head, "", f"*{stamp(m)}*", "", body, ""]
-        if m.stats is not None:
-            out += [f"> stats: {m.stats.summary()}", ""]
+    parts = sections(conv, all_branches)
+    branched = len(parts) > 1
+    version = versions(conv)
+    for b in parts:
+        if branched:
+            out += [f"## {branch_heading(b, len(parts))}", ""]
+        for m in b.messages:
+            head = f"{'###' if branched else '##'} {ROLE_NAMES.get(m.role, m.role)}"
+            extra = heading_marks(m, version.get(m.id), branched)
+            if extra:
+                head += f" ({', '.join(extra)})"
+            body = _close_fences(reply_markdown(m)) if has_body(m) else "*(empty)*"
+            out += ["---", "", head, "", f"*{stamp(m)}*", "", body, ""]
+            if m.stats is not None:
+                out += [f"> stats: {m.stats.summary()}", ""]
     return "\n".join(out)
