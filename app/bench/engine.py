@@ -132,7 +132,16 @@ def _utilization(model: LoadedModel, position: int, decode_tok_s: float) -> dict
             "decode_ceiling_tok_s": peak / tb.total}
 
 
-def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: int = 5) -> dict:
+def where_it_ran(report) -> dict:
+    """The backend, layers on the GPU of the layers there are, and the devices llama.cpp
+    registered, each with its memory: which device `bench`'s figures are from."""
+    return {"backend": report.backend, "layers_offloaded": report.layers_offloaded,
+            "layers_total": report.layers_total,
+            "devices": list(report.devices)}
+
+
+def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: int = 5,
+                     reuse: bool = True) -> dict:
     opts.n_ctx = max(opts.n_ctx, 2048)
     model = load_model(resolve_model(model_path), opts)
     dec = Decoder(model)
@@ -147,6 +156,7 @@ def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: i
         result = {
             "model": model.report.model_path,
             "runs_on": model.report.runs_on,
+            **where_it_ran(model.report),
             "threads": model.report.n_threads,
             "tokens": tokens,
             "rounds": rounds,
@@ -161,7 +171,8 @@ def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: i
                                               for e, r in zip(eng, raw)),
         }
         result.update(_utilization(model, len(prompt) + tokens // 2, result["engine_decode_tok_s"]))
-        result.update(_reuse(dec, max(3, rounds // 2)))
+        if reuse:
+            result.update(_reuse(dec, max(3, rounds // 2)))
         return result
     finally:
         dec.close()

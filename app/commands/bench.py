@@ -52,6 +52,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                       help="editing prompts (rewrites, typo fixes, reformatting, code edits) and free chat, "
                            "each answered with and without prompt-lookup speculation: speedup, guesses "
                            "kept, agreement with the plain reply (--tokens each, default here 128)")
+    mode.add_argument("--branches", action="store_true",
+                      help="a ~3,000-token conversation as a tree: TTFT after regenerating, switching to a "
+                           "sibling and back, editing an early question and a restart (the disk prompt "
+                           "cache), each against a cold prefill of the same prompt (3 repeats, median)")
     mode.add_argument("--fit", action="store_true",
                       help="predicted (app.hub.fit, from the header) against measured resident memory after "
                            "load, for the model and a llama-quantize Q8_0 copy at 2048 and 16384 tokens")
@@ -59,6 +63,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="with --gui: ask for a reply full of code blocks, lists and tables (an earlier "
                         "turn shows the model one) instead of a story, and count what it held")
     p.add_argument("--messages", type=int, default=10_000, metavar="N", help="with --store (default 10000)")
+    p.add_argument("--no-reuse", action="store_true",
+                   help="the engine's benchmark without its cached-prefix TTFT part (a ~1,800-token prefill "
+                        "per round: minutes on a slow device such as Mesa's lavapipe)")
     _add_serve_args(p)
     add_model_args(p)
     add_endpoint_args(p)  # --endpoint: the remote server's TTFT, decode and throughput at 1, 4, 8 at once
@@ -119,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
     result = _bench(args)
     if args.serve:
         _print_serve(result, args.json)
+    elif args.branches and not args.json:
+        from app.bench.branches import table
+
+        print(table(result))
     elif args.json:
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")
@@ -138,7 +149,7 @@ def _bench(args: argparse.Namespace) -> dict:
         return _serve(args, endpoint)
     if endpoint is not None:
         if (args.store or args.batch or args.quality or args.cold_start or args.gui or args.fit
-                or args.structured or args.speculative):
+                or args.structured or args.speculative or args.branches):
             raise ValueError("--endpoint measures the server on its own: give no other benchmark mode")
         from app.bench.remote import run_remote_bench
 
@@ -151,6 +162,10 @@ def _bench(args: argparse.Namespace) -> dict:
         from app.bench.speculative import run_speculative_bench
 
         return run_speculative_bench(args.model, load_options(args), args.tokens)
+    if args.branches:
+        from app.bench.branches import run_branches_bench
+
+        return run_branches_bench(args.model, load_options(args))
     if args.fit:
         from app.bench.fit import run_fit_bench
 
@@ -177,6 +192,8 @@ def _bench(args: argparse.Namespace) -> dict:
         return run_gui_bench(args.model, load_options(args), max(args.tokens, 1024), markdown=args.markdown)
     from app.bench.engine import run_engine_bench
 
+    if args.no_reuse:
+        return run_engine_bench(args.model, load_options(args), args.tokens, args.rounds, reuse=False)
     return run_engine_bench(args.model, load_options(args), args.tokens, args.rounds)
 
 
