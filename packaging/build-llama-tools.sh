@@ -38,23 +38,9 @@ have_all() { for t in "${tools[@]}"; do [ -x "$cache/bin/$t" ] || return 1; done
 if have_all; then echo "$cache/bin"; exit 0; fi
 [ "$print_only" = 1 ] && { echo "build-llama-tools.sh: not built yet: $cache/bin" >&2; exit 1; }
 
-command -v c++ >/dev/null || fail "no C++ compiler (c++) found: apt-get install g++"
-cmake=$(command -v cmake || true)
-if [ -z "$cmake" ]; then
-  "$py" -m pip install -q cmake ninja || fail "CMake is missing and pip could not install it"
-  cmake="$(dirname "$py")/cmake"
-fi
-gen=()
-command -v ninja >/dev/null || [ -x "$(dirname "$py")/ninja" ] && gen=(-G Ninja)
-[ -x "$(dirname "$py")/ninja" ] && export PATH="$(cd "$(dirname "$py")" && pwd):$PATH"
-
 work="$cache.build"
-rm -rf "$work" && mkdir -p "$work"
 echo "build-llama-tools.sh: llama.cpp from llama-cpp-python $version, ${tools[*]}, $jobs jobs" >&2
-"$py" -m pip download -q --no-deps --no-binary :all: -d "$work" "llama-cpp-python==$version" >&2 \
-  || fail "could not fetch the llama-cpp-python $version sources from PyPI"
-tar xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
-src=$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)
+build_prelude "$work" "$version"
 start=$(date +%s)
 "$cmake" -S "$src" -B "$work/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON >&2

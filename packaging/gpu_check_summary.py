@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -73,8 +74,20 @@ def main() -> int:
     p.add_argument("--gpu", required=True)
     p.add_argument("--total-s", type=int, required=True)
     a = p.parse_args()
-    print(json.dumps(summarize(a.out, a.backend, a.build_s, a.gpu, a.total_s), indent=1))
+    s = summarize(a.out, a.backend, a.build_s, a.gpu, a.total_s)
+    print(json.dumps(s, indent=1))
+    print(headline(s), file=sys.stderr)
     return 0
+
+
+def headline(s: dict) -> str:
+    """The one line that matters: LlamaDesk's decode against llama-bench's, same device, same run."""
+    ratio = s.get("decode_vs_llama_bench")
+    if not ratio:
+        return "gpu-check: no decode ratio (see the raw outputs beside gpu-check.json)"
+    return (f"gpu-check: {s.get('runs_on')} on {s.get('gpu')}: llamadesk bench decodes "
+            f"{s['engine_decode_tok_s']:.2f} tok/s, llama-bench tg "
+            f"{s['llama_bench_decode_tok_s']:.2f} tok/s: ratio {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -147,6 +147,14 @@ GPU_LIBRARIES = {"cuda": "CUDA", "metal": "Metal", "vulkan": "Vulkan", "hip": "R
                  "opencl": "OpenCL"}
 
 
+def library_dir() -> Path:
+    """The folder llama-cpp-python loaded libllama from: its own lib/ folder, or the one
+    LLAMA_CPP_LIB_PATH names (a GPU build of the same llama.cpp beside the CPU wheel,
+    packaging/build-vulkan.sh)."""
+    loaded = getattr(llama_cpp.llama_cpp, "_base_path", None)
+    return Path(loaded) if loaded else Path(llama_cpp.__file__).parent / "lib"
+
+
 def compiled_gpu_backend(libdir: Path | None = None) -> str | None:
     """The GPU backend this build has compiled in, whether or not it found a device.
 
@@ -155,7 +163,7 @@ def compiled_gpu_backend(libdir: Path | None = None) -> str | None:
     the first sends them rebuilding what is already there. The backend's own
     library beside libllama says which it is.
     """
-    libdir = libdir or Path(llama_cpp.__file__).parent / "lib"
+    libdir = libdir or library_dir()
     try:
         names = [f.name.lower() for f in libdir.iterdir()]
     except OSError:
@@ -208,7 +216,9 @@ def devices() -> list[Device]:
     except OSError:
         return []
     out: list[Device] = []
-    kinds = {0: "CPU", 1: "GPU", 2: "ACCEL", 3: "GPU"}
+    # enum ggml_backend_dev_type (ggml-backend.h): CPU, GPU, IGPU (an integrated GPU on host
+    # memory), ACCEL (BLAS, AMX: beside the CPU), META (a split over several devices).
+    kinds = {0: "CPU", 1: "GPU", 2: "GPU", 3: "ACCEL"}
     for i in range(lib.ggml_backend_dev_count()):
         dev = lib.ggml_backend_dev_get(i)
         free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
@@ -229,8 +239,7 @@ _GGML = None
 def _ggml_lib():
     global _GGML
     if _GGML is None:
-        import pathlib
-        libdir = pathlib.Path(llama_cpp.__file__).parent / "lib"
+        libdir = library_dir()
         cands = sorted(libdir.glob("libggml.*")) + sorted(libdir.glob("ggml.dll"))
         if not cands:
             raise OSError("libggml not found")

@@ -412,6 +412,9 @@ class Decoder:
             cached_disk_tokens=turn.cached_disk,
             grammar_ms_per_token=turn.grammar_ms,
             grammar_setup_s=turn.grammar_setup_s,
+            gpu_layers=self.model.report.layers_offloaded,
+            layers_total=self.model.report.layers_total,
+            gpu_device=self.model.report.gpu_device,
         )
         if spec is None:
             return st

@@ -97,9 +97,19 @@ class LoadReport:
             return f"CPU ({self.backend} build, no usable GPU found)"  # the fallback line says more
         return "CPU"
 
+    @property
+    def gpu_device(self) -> str | None:
+        """The device the offloaded layers went to, as llama.cpp names it ("NVIDIA H200",
+        "llvmpipe (LLVM 15.0.6, 256 bits)"); None when no layer is on a GPU."""
+        if not self.layers_offloaded:
+            return None
+        gpus = [d for d in self.devices if d.get("kind") == "GPU"]
+        return (gpus[0].get("description") or gpus[0].get("name")) if gpus else self.backend
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["runs_on"] = self.runs_on
+        d["gpu_device"] = self.gpu_device
         return d
 
 

@@ -1,5 +1,9 @@
 """The machine while it decodes: CPU use overall and per core, this process's memory (psutil),
-and on NVIDIA GPUs their use, memory, power and temperature (NVML, nvidia-ml-py).
+and on NVIDIA GPUs their use, memory, power and temperature (NVML, nvidia-ml-py). Where NVML
+sees no GPU but llama.cpp's backend has one (Vulkan on AMD or Intel, Mesa's lavapipe, Metal),
+the GPU row comes from the backend instead: its device name and memory, which is all ggml
+can tell (no use, power or temperature), so that row is never "no NVIDIA GPU" beside a model
+running on a GPU.
 
 Sampled on a thread of its own every half second, never on the GUI thread,
 which only reads the latest sample. Where a figure cannot be read (no NVIDIA
@@ -31,6 +35,7 @@ class MachineSample:
     rss: int
     gpus: tuple[GpuSample, ...] = ()
     gpu_note: str | None = None  # why there is no GPU figure ("no NVIDIA GPU"), if there is none
+    gpu_source: str = "NVML"  # where the GPU figures came from: "NVML", or the backend's name
 
 
 @dataclass
@@ -75,6 +80,22 @@ class _Nvml:
         return tuple(out)
 
 
+def backend_gpus() -> tuple[str, tuple[GpuSample, ...]]:
+    """(the backend's name, its GPU devices with their memory) as ggml registers them; no
+    devices on a CPU-only build or where the library cannot be asked."""
+    from app.engine import backend
+
+    try:
+        devs = [d for d in backend.devices() if d.kind == "GPU"]
+    except Exception:  # noqa: BLE001 - a library that cannot be asked has no figures to give
+        return "", ()
+    samples = tuple(GpuSample(
+        d.description or d.name, None,
+        d.memory_total - d.memory_free if d.memory_total and d.memory_free is not None else None,
+        d.memory_total, None, None) for d in devs)
+    return (backend.compiled_gpu_backend() or "backend") if samples else "", samples
+
+
 class MachineSampler:
     """Samples on its own daemon thread; `latest` is the newest MachineSample (None at first)."""
 
@@ -84,6 +105,8 @@ class MachineSampler:
         self._proc = psutil.Process()
         self._psutil = psutil
         self._nvml = _Nvml.open()
+        # Asked once whether the backend has a GPU at all; then only when NVML has none.
+        self._backend = backend_gpus()[0] if not self._nvml.handles else ""
         self.interval_s = interval_s
         self.latest: MachineSample | None = None
         self._stop = threading.Event()
@@ -93,8 +116,12 @@ class MachineSampler:
 
     def sample(self) -> MachineSample:
         per = tuple(self._psutil.cpu_percent(percpu=True))
+        gpus, note, source = self._nvml.read(), self._nvml.note, "NVML"
+        if not gpus and self._backend:
+            source, gpus = backend_gpus()
+            note = None if gpus else note
         return MachineSample(sum(per) / len(per) if per else 0.0, per, self._proc.memory_info().rss,
-                             self._nvml.read(), self._nvml.note)
+                             gpus, note, source or "NVML")
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -128,4 +155,5 @@ def describe(s: MachineSample | None) -> tuple[str, str]:
         if g.temp_c is not None:
             bits.append(f"{g.temp_c:.0f} °C")
         parts.append(" · ".join(bits))
-    return cpu, "; ".join(parts)
+    via = "" if s.gpu_source == "NVML" else f" ({s.gpu_source}: memory only)"
+    return cpu, "; ".join(parts) + via

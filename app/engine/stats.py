@@ -77,6 +77,12 @@ class ReplyStats:
     # compiling the grammar, and on a model's first constrained reply indexing its vocabulary,
     # which then stays built for the model. None: a free-text reply, or a server's record.
     grammar_setup_s: float | None = None
+    # Where the model's layers ran for this reply (this process's llama.cpp; None for a
+    # server's record): gpu_layers of layers_total on gpu_device ("llvmpipe (LLVM 15.0.6,
+    # 256 bits)", "NVIDIA H200"), the rest on the CPU. gpu_layers 0: all on the CPU.
+    gpu_layers: int | None = None
+    layers_total: int | None = None
+    gpu_device: str | None = None
     # What wrote it, as a reply's other versions are told apart by: the model and the sampling
     # settings ("gemma-3-270m.gguf · temperature 0.8 · top-p 0.95 · top-k 40"); None: not said.
     made_with: str | None = None
