@@ -80,20 +80,26 @@ class _Nvml:
         return tuple(out)
 
 
-def backend_gpus() -> tuple[str, tuple[GpuSample, ...]]:
-    """(the backend's name, its GPU devices with their memory) as ggml registers them; no
-    devices on a CPU-only build or where the library cannot be asked."""
+def backend_gpus() -> tuple[GpuSample, ...]:
+    """The GPU devices ggml registers, with their memory; none on a CPU-only build or where
+    the library cannot be asked."""
     from app.engine import backend
 
     try:
         devs = [d for d in backend.devices() if d.kind == "GPU"]
     except Exception:  # noqa: BLE001 - a library that cannot be asked has no figures to give
-        return "", ()
-    samples = tuple(GpuSample(
+        return ()
+    return tuple(GpuSample(
         d.description or d.name, None,
         d.memory_total - d.memory_free if d.memory_total and d.memory_free is not None else None,
         d.memory_total, None, None) for d in devs)
-    return (backend.compiled_gpu_backend() or "backend") if samples else "", samples
+
+
+def _backend_name() -> str:
+    """The GPU backend to ask for figures ("" where NVML's or none are to be had)."""
+    from app.engine import backend
+
+    return (backend.compiled_gpu_backend() or "backend") if backend_gpus() else ""
 
 
 class MachineSampler:
@@ -105,8 +111,9 @@ class MachineSampler:
         self._proc = psutil.Process()
         self._psutil = psutil
         self._nvml = _Nvml.open()
-        # Asked once whether the backend has a GPU at all; then only when NVML has none.
-        self._backend = backend_gpus()[0] if not self._nvml.handles else ""
+        # Whether the backend has a GPU of its own to ask (only where NVML has none): found
+        # once, on the sampler's thread, since asking may start the GPU driver.
+        self._backend: str | None = None if not self._nvml.handles else ""
         self.interval_s = interval_s
         self.latest: MachineSample | None = None
         self._stop = threading.Event()
@@ -116,12 +123,14 @@ class MachineSampler:
 
     def sample(self) -> MachineSample:
         per = tuple(self._psutil.cpu_percent(percpu=True))
+        if self._backend is None:
+            self._backend = _backend_name()
         gpus, note, source = self._nvml.read(), self._nvml.note, "NVML"
         if not gpus and self._backend:
-            source, gpus = backend_gpus()
+            gpus, source = backend_gpus(), self._backend
             note = None if gpus else note
         return MachineSample(sum(per) / len(per) if per else 0.0, per, self._proc.memory_info().rss,
-                             gpus, note, source or "NVML")
+                             gpus, note, source)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
