@@ -78,6 +78,17 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """Thinking text as it becomes visible: a thinking model's reasoning, split from the answer
+    (app.engine.reasoning) or read from a server's `reasoning_content` / `reasoning` field. The
+    first one is the reply's first token (TTFT); the answer's first TextDelta after it is TTFA."""
+
+    text: str
+    generated: int  # tokens generated so far, reasoning and answer together
+    t: float  # perf_counter() when the text became visible
+
+
+@dataclass(frozen=True)
 class Finished:
     text: str
     stats: ReplyStats
@@ -85,4 +96,4 @@ class Finished:
     logprobs: tuple = ()  # every generated token's, when asked (TokenLogprob)
 
 
-Event = Preparing | PrefillStarted | Progress | FirstToken | TextDelta | Finished
+Event = Preparing | PrefillStarted | Progress | FirstToken | ReasoningDelta | TextDelta | Finished

@@ -37,6 +37,10 @@ class MessageBody:
     # not saved), and whether the user rewrote it (an assistant reply edited by hand).
     parent_id: int | None = None
     edited: bool = False
+    # What a thinking model wrote before its answer, kept apart from `content` so it is shown
+    # folded, stored and searched on its own, and left out of a later prompt unless the
+    # template keeps it ("" : none). The answer alone is `content`.
+    reasoning: str = ""
 
     def body(self) -> MessageBody:
         """The turn's words alone, detached from whatever holds them: what an engine is handed,

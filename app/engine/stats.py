@@ -86,6 +86,13 @@ class ReplyStats:
     # What wrote it, as a reply's other versions are told apart by: the model and the sampling
     # settings ("gemma-3-270m.gguf · temperature 0.8 · top-p 0.95 · top-k 40"); None: not said.
     made_with: str | None = None
+    # A thinking model's reply: of decode_tokens, those spent reasoning (None: no reasoning, or a
+    # server that did not count them), the time from the first reasoning token to the end of
+    # the reasoning, and the time to the first *answer* token (TTFT is the first token of
+    # either: what the reader first sees moving). All None for a reply with no reasoning.
+    reasoning_tokens: int | None = None
+    reasoning_s: float | None = None
+    ttfa_s: float | None = None
 
     def __post_init__(self) -> None:
         """A local record from before decode_sampled, or from an engine that does not fill it (a
