@@ -27,3 +27,5 @@ class Reply:
     # JSON_REPLY: the text is JSON whatever the settings said (a tool-format reply cut short by
     # max_tokens, kept as it came); None: as the settings' constraint says.
     format: str | None = None
+    # A thinking model's reasoning, split from `text` (the answer alone); "" when it had none.
+    reasoning: str = ""
