@@ -160,6 +160,20 @@ class ReplyStats:
         s = self.grammar_setup_s
         return duration(s) if s is not None and s >= SETUP_NAMED_S else None
 
+    def ttfa(self) -> Figure | None:
+        """Time to the first answer token, apart from TTFT only when reasoning came first."""
+        return duration(self.ttfa_s)
+
+    def thought(self) -> str | None:
+        """'Thought for 12.4 s · 431 tokens': the reasoning as its folded block, the footer and
+        the exports name it (None: the reply had none)."""
+        if self.reasoning_s is None and self.reasoning_tokens is None:
+            return None
+        parts = [f"Thought for {duration(self.reasoning_s)}" if self.reasoning_s is not None else "Thought"]
+        if self.reasoning_tokens is not None:
+            parts.append(f"{self.reasoning_tokens} tokens")
+        return " · ".join(parts)
+
     def kv(self) -> str | None:
         """'173/4096': the KV cells in use after the reply, of the context."""
         return f"{self.kv_used}/{self.n_ctx}" if self.kv_used is not None else None
@@ -205,6 +219,8 @@ class ReplyStats:
             f"KV {nr}" + (f" (ctx {self.n_ctx})" if self.n_ctx else ""))
         parts = [
             f"TTFT {ttft}",
+            *([f"first answer {self.ttfa()}"] if self.ttfa() is not None else []),
+            *([f"thought {self.reasoning_tokens} tok"] if self.reasoning_tokens is not None else []),
             f"prefill {self.prefill_words()}",
             f"cached {cached}",
             *([f"reply {self.decode_tokens} tok"] if self.decode_tokens is not None else []),
@@ -227,6 +243,10 @@ class ReplyStats:
         """Every reported figure as a labelled line, for an export's table: the footer's own
         wording for the figures it has, and only what was measured (nothing "None")."""
         rows: list[tuple[str, str]] = [("time to first token", str(self.ttft() or "no text"))]
+        if self.ttfa() is not None:
+            rows.append(("time to first answer token", str(self.ttfa())))
+        if self.thought() is not None:
+            rows.append(("reasoning", str(self.thought())))
         if self.prompt_tokens is not None:
             rows.append(("prompt", f"{self.prompt_tokens} tok"))
         if self.cached_tokens is not None:
