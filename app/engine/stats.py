@@ -169,7 +169,9 @@ class ReplyStats:
         the exports name it (None: the reply had none)."""
         if self.reasoning_s is None and self.reasoning_tokens is None:
             return None
-        parts = [f"Thought for {duration(self.reasoning_s)}" if self.reasoning_s is not None else "Thought"]
+        # Seconds to one decimal, as the live block's clock counts them (duration's "3400 ms"
+        # would read as another unit from the one the block just showed).
+        parts = [f"Thought for {self.reasoning_s:.1f} s" if self.reasoning_s is not None else "Thought"]
         if self.reasoning_tokens is not None:
             parts.append(f"{self.reasoning_tokens} tokens")
         return " · ".join(parts)

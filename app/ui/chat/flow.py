@@ -44,7 +44,7 @@ from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
 from app.chat.reply import Reply
 from app.chat.reply_format import ReplyFormat, reply_kind
 from app.chat.tool_set import ToolSet
-from app.engine.events import TextDelta
+from app.engine.events import ReasoningDelta, TextDelta
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
 from app.history.messages import AT_LEAF
@@ -52,6 +52,7 @@ from app.history.records import INTERRUPTED
 from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Job
 from app.ui.chat.gauges import GaugesPanel
+from app.ui.chat.thinking import LiveThinking
 from app.ui.chat.tool_turns import ToolTurns
 from app.ui.chat.view import ChatView
 from app.ui.widgets.message_bar import MessageBar
@@ -71,6 +72,7 @@ class _Running:
         self.opening = opening  # what its live text starts with (JSON_FENCE for a JSON reply)
         self.parts: list[str] = []
         self.painted = 0  # how many of `parts` the view shows (0 again once it shows another conversation)
+        self.thinking = LiveThinking()  # a thinking model's reasoning, before its answer
         self.replaces: LiveMessage | None = None  # a regeneration: the reply it is written beside
 
     @property
@@ -277,7 +279,8 @@ class ChatFlow(ToolTurns, QObject):
         self.tool_waiting.emit(self.conversation.waiting_calls())
         if run is not None and self.busy:
             self.gauges = run.gauges
-            run.painted = 0
+            run.painted = run.thinking.painted = 0
+            run.thinking.folded = False
             self.view.begin_live(self._waiting_line(0.0))
             self._paint_frame()
         else:
@@ -376,11 +379,23 @@ class ChatFlow(ToolTurns, QObject):
             return
         run.gauges.feed(ev, time.perf_counter())
         if isinstance(ev, TextDelta):
+            run.thinking.feed_answer(ev.t)
             run.parts.append(ev.text)
+        elif isinstance(ev, ReasoningDelta):
+            run.thinking.feed_reasoning(ev.text, ev.t, ev.generated)
 
     def _paint_frame(self) -> None:
         run = self._run
-        if run is not None and self.busy and self._streaming() and run.painted < len(run.parts):
+        if run is None or not self.busy or not self._streaming():
+            return
+        think = run.thinking
+        if think.started and not think.folded:
+            if think.t_answer is None:
+                self.view.live_think(think.clock(time.perf_counter()), think.unpainted())
+                return
+            self.view.fold_thinking(think.folded_line())
+            think.folded = True
+        if run.painted < len(run.parts):
             opening = run.opening if run.painted == 0 else ""
             self.view.live_append(opening + "".join(run.parts[run.painted:]))
             run.painted = len(run.parts)
@@ -418,7 +433,7 @@ class ChatFlow(ToolTurns, QObject):
         conv, shown = run.conversation, self.busy
         msg = LiveMessage("assistant", reply.text, stats=reply.stats,
                           format=reply.format or reply_kind(job.settings.constraint),
-                          tool_calls=reply.tool_calls)
+                          tool_calls=reply.tool_calls, reasoning=reply.reasoning)
         for i in conv.mark_dropped(reply.dropped):
             if shown:
                 self.view.update_message(i, conv.messages[i])
@@ -461,7 +476,8 @@ class ChatFlow(ToolTurns, QObject):
         kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
         if text:
             msg = LiveMessage("assistant", text, stats=stats, state=INTERRUPTED,
-                              format=reply_kind(run.job.settings.constraint))
+                              format=reply_kind(run.job.settings.constraint),
+                              reasoning=reply.reasoning if reply is not None else run.thinking.text())
             conv.messages.append(msg)
             if self.recorder is not None and self.recorder.abandon(run.turn, text, stats=stats):
                 msg.id = run.turn.reply_message_id

@@ -89,12 +89,13 @@ def header_html(theme: Theme, role: str, out_of_context: bool, extra: str = "") 
 
 
 def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str],
-                 render_typed: Callable[[str], str]) -> str:
+                 render_typed: Callable[[str], str], thinking: str = "") -> str:
     """A finished message; `render` turns the assistant's Markdown into HTML, `render_typed` a
     person's text as typed with its code blocks boxed (both the view's, which keeps the code
     blocks for their Copy links). A reply held to JSON is drawn as its highlighted JSON code
     block, pretty-printed, as the exports draw it; a tool call as the tool's name over its
-    arguments, highlighted the same way, and a tool's result as a block naming the tool."""
+    arguments, highlighted the same way, and a tool's result as a block naming the tool.
+    `thinking`: the reply's reasoning block (app.ui.chat.thinking), between header and answer."""
     text = json_markdown(msg.content) if msg.format == JSON_REPLY and msg.content else msg.content
     text = message_markdown(msg, text)
     body = (render if msg.role in ("assistant", "tool") else render_typed)(text) or "<p></p>"
@@ -111,7 +112,8 @@ def message_html(theme: Theme, msg: LiveMessage, render: Callable[[str], str],
         n = len(msg.tool_calls)
         cut += (f' &nbsp;<span style="color:{theme.muted}; font-weight:normal;">'
                 f"· calls {'a tool' if n == 1 else f'{n} tools'}</span>")
-    return header_html(theme, msg.role, msg.out_of_context, cut + branch_html(theme, msg)) + body + foot
+    return (header_html(theme, msg.role, msg.out_of_context, cut + branch_html(theme, msg)) + thinking
+            + body + foot)
 
 
 MESSAGE_SCHEME = "msg"  # the view's links on a message: msg:ACTION/ID

@@ -51,6 +51,7 @@ from app.ui.chat.message_format import (
     theme_from,
     typed_paragraph,
 )
+from app.ui.chat.thinking import THINK_ACTION, thinking_html
 
 FOLLOW_SLACK_PX = 12  # this close to the bottom counts as "at the bottom"
 CODE_PLACEHOLDER = "\u200b"  # stands in an open code box's cell until its text replaces it
@@ -69,6 +70,8 @@ class ChatView(QTextBrowser):
         self.document().setDocumentMargin(10)
         self.renderer = MarkdownRenderer(theme_from(self.palette()))
         self._frames: list[QTextFrame] = []
+        self._messages: list[LiveMessage] = []  # what each frame shows, to draw it again
+        self._thoughts_open: set[int] = set()  # ids of the messages whose reasoning is unfolded
         self._codes: dict[int, str] = {}  # copy link number -> the code it copies
         self._next_code = 0
         self._live = False
@@ -76,6 +79,7 @@ class ChatView(QTextBrowser):
         self._live_body = 0  # ... where its text starts
         self._live_tail = 0  # ... and where its open (not yet rendered) block starts
         self._live_has_text = False
+        self._live_thinking = False  # the live reply's reasoning block is drawn above its text
         self._blocks = LiveBlocks(self.renderer.md)
         self._live_codes: list[int] = []  # copy links of the live reply's rendered blocks
         self._live_code: QTextTable | None = None  # the box of an open code block
@@ -145,6 +149,19 @@ class ChatView(QTextBrowser):
         frame = cur.insertFrame(fmt)
         return frame, cur
 
+    def _message_html(self, index: int, msg: LiveMessage) -> str:
+        opened = id(msg) in self._thoughts_open
+        think = thinking_html(self.renderer.theme, msg, f"{MESSAGE_SCHEME}:{THINK_ACTION}/{index}", opened)
+        return message_html(self.renderer.theme, msg, self._render, self._render_typed, think)
+
+    def toggle_thinking(self, index: int) -> None:
+        """Open a message's folded reasoning, or fold it again."""
+        if not 0 <= index < len(self._messages):
+            return
+        msg = self._messages[index]
+        self._thoughts_open ^= {id(msg)}
+        self.update_message(index, msg)
+
     def _fill(self, frame: QTextFrame, markup: str) -> None:
         cur = frame.firstCursorPosition()
         cur.setPosition(frame.lastPosition(), QTextCursor.MoveMode.KeepAnchor)
@@ -154,14 +171,17 @@ class ChatView(QTextBrowser):
         self.discard_live()
         self.document().clear()
         self._frames.clear()
+        self._messages.clear()
+        self._thoughts_open.clear()
         self._codes.clear()
         self._next_code = 0
         self.follow = True
 
     def add_message(self, msg: LiveMessage) -> None:
         frame, _ = self._new_frame(self._frame_format(msg))
-        self._fill(frame, message_html(self.renderer.theme, msg, self._render, self._render_typed))
+        self._fill(frame, self._message_html(len(self._frames), msg))
         self._frames.append(frame)
+        self._messages.append(msg)
 
     def update_message(self, index: int, msg: LiveMessage) -> None:
         """Re-render a finished message; the live reply after it keeps its place.
@@ -173,7 +193,8 @@ class ChatView(QTextBrowser):
         before = self.document().characterCount()
         frame = self._frames[index]
         frame.setFrameFormat(self._frame_format(msg))
-        self._fill(frame, message_html(self.renderer.theme, msg, self._render, self._render_typed))
+        self._messages[index] = msg
+        self._fill(frame, self._message_html(index, msg))
         if self._live:
             moved = self.document().characterCount() - before
             self._live_start += moved
@@ -199,6 +220,7 @@ class ChatView(QTextBrowser):
         cur.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cur.removeSelectedText()
         del self._frames[n:]
+        del self._messages[n:]
 
     # -- the live reply -----------------------------------------------------
     # The reply being streamed lives in plain blocks of the root frame, not in
@@ -232,13 +254,48 @@ class ChatView(QTextBrowser):
 
     def live_status(self, text: str) -> None:
         """Show the waiting line (elapsed time) until the reply's text starts."""
-        if not self._live or self._live_has_text:
+        if not self._live or self._live_has_text or self._live_thinking:
             return
         cur = self._end()
         cur.setPosition(self._live_body, QTextCursor.MoveMode.KeepAnchor)
         fmt = QTextCharFormat()
         fmt.setForeground(QColor(self.renderer.theme.muted))
         cur.insertText(text, fmt)
+
+    def live_think(self, line: str, text: str) -> None:
+        """Before the answer: the reasoning streams, dimmed, under `line` ('Thinking… 7.2 s'),
+        which takes the waiting line's place; new text is appended, the line rewritten."""
+        if not self._live or self._live_has_text:
+            return
+        muted = QTextCharFormat()
+        muted.setForeground(QColor(self.renderer.theme.muted))
+        cur = QTextCursor(self.document())
+        cur.setPosition(self._live_body)
+        cur.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+        cur.insertText(line, muted)
+        if not self._live_thinking:
+            self._live_thinking = True
+            cur.insertBlock(tail_format(first=False), muted)
+        if text:
+            _insert_lines(self._end(), text, tail_format(first=False), muted)
+
+    def fold_thinking(self, line: str) -> None:
+        """The answer starts: the live reasoning folds to `line` ('Thought for 12.4 s'), and the
+        answer's text begins in a block of its own under it."""
+        if not self._live or not self._live_thinking or self._live_has_text:
+            return
+        muted = QTextCharFormat()
+        muted.setForeground(QColor(self.renderer.theme.muted))
+        cur = QTextCursor(self.document())
+        cur.setPosition(self._live_body)
+        cur.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+        cur.insertText(line, muted)
+        cur.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cur.removeSelectedText()
+        cur.insertBlock(tail_format(first=True), QTextCharFormat())
+        self._live_body = self._live_tail = cur.position()
+        self._live_thinking = False
+        self._live_has_text = True
 
     def live_append(self, text: str) -> None:
         """Take streamed text: cost ~ len(text), or the open block's size when a
@@ -354,6 +411,7 @@ class ChatView(QTextBrowser):
         self._live_codes.clear()
         self._live_code = None
         self._live = False
+        self._live_thinking = False
 
     def paintEvent(self, ev) -> None:
         if self.paint_log is None:
@@ -367,7 +425,9 @@ class ChatView(QTextBrowser):
     def _on_anchor(self, url: QUrl) -> None:
         if url.scheme() == MESSAGE_SCHEME:
             action, _, mid = url.path().partition("/")
-            if mid.isdigit():
+            if mid.isdigit() and action == THINK_ACTION:
+                self.toggle_thinking(int(mid))
+            elif mid.isdigit():
                 self.message_action.emit(action, int(mid))
         elif url.scheme() == "copy":
             code = self._codes.get(int(url.path() or -1))
