@@ -21,6 +21,7 @@ from app.openai_compat.tools import ToolCalls
 from app.remote import transport as remote_http
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError
+from app.remote.reasoning import unsent
 from app.remote.server import ServerInfo, probe
 from app.remote.stream import chat_body, request_for, stream_reply
 from app.remote.tool_deltas import ToolCallDeltas
@@ -62,6 +63,7 @@ class RemoteChatEngine:
         self.format = TranscriptFormat() if prompt_format == "transcript" else None
         self.http = remote_http.client(endpoint)
         self.on_notice = notice
+        self._said: set[str] = set()
         try:
             self.info: ServerInfo = probe(self.http, endpoint)
             self.remote_model = self.info.model(model)
@@ -114,18 +116,27 @@ class RemoteChatEngine:
             msgs = [*([MessageBody("system", system)] if system and system.strip() else []), *history,
                     MessageBody("user", user_text or "")]
             path, body = request_for(self.info.kind, self.remote_model.id, msgs, settings, self.format)
-            text, stats = stream_reply(self.http, self.endpoint, self.info, path, body, on_event, cancel,
-                                       self.on_notice)
-            return read_reply(Reply(text.strip(), stats), tools)
+            text, stats, thinking = stream_reply(self.http, self.endpoint, self.info, path, body, on_event,
+                                                 cancel, self.on_notice)
+            return read_reply(Reply(text.strip(), stats, reasoning=thinking), tools)
         body = chat_body(self.info.kind, self.remote_model.id, self.messages(history, user_text, system),
                          settings)
         calls = ToolCallDeltas() if tools is not None else None
         if tools is not None:
             body.update(tools_body(tools))
-        text, stats = stream_reply(self.http, self.endpoint, self.info, "/chat/completions", body, on_event,
-                                   cancel, self.on_notice, calls)
+        self._say_unsent(settings)
+        text, stats, thinking = stream_reply(self.http, self.endpoint, self.info, "/chat/completions", body,
+                                             on_event, cancel, self.on_notice, calls)
         made = tuple(ToolCall(*c) for c in calls.calls()) if calls is not None else ()
-        return Reply(text, stats, tool_calls=made)
+        return Reply(text, stats, tool_calls=made, reasoning=thinking)
+
+    def _say_unsent(self, settings: GenerationSettings) -> None:
+        """A thinking setting this server cannot be sent, said once per engine (not per reply: the
+        window asks with the same settings all conversation long)."""
+        for line in unsent(self.info.kind, settings):
+            if line not in self._said and self.on_notice is not None:
+                self._said.add(line)
+                self.on_notice(line)
 
     def close(self) -> None:
         self.http.close()

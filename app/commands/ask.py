@@ -49,6 +49,7 @@ from app.commands.common import (
     sampling,
     speculative_mode,
 )
+from app.commands.thinking import ThinkingPrinter, add_thinking_args, check_thinking, with_thinking
 from app.engine.control import CancelToken
 from app.engine.errors import GenerationError
 from app.engine.events import TextDelta
@@ -106,6 +107,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_model_args(p)
     add_endpoint_args(p)
     add_sampling_args(p)
+    add_thinking_args(p)
     # A sampling flag not given takes the preset's value (--preset), else its usual default.
     p.set_defaults(sampling_defaults={k: p.get_default(k) for k in SAMPLING}, **dict.fromkeys(SAMPLING))
     add_speculative_args(p, "with a local --model only")
@@ -250,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--tool-choice is empty")
     if args.tool_result is None and not args.prompt.strip():
         raise ValueError("the prompt is empty")
+    check_thinking(args)
     preset = take_preset(args)
     settings = replace(sampling(args), constraint=reply_constraint(args), speculative=speculative_mode(args))
     endpoint = endpoint_from_args(args)  # a bad URL or key is refused before anything opens
@@ -316,6 +319,7 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
     if tools.active and settings.constraint is not None:
         raise ValueError("tools hold the reply to the tool format: give --schema, --json-object or "
                          "--grammar without tools")
+    settings = with_thinking(settings, args)  # last: a replace() above would drop a copy's extras
     target = engine_target(args, endpoint)
     if args.draft_model:
         target = replace(target, draft_model=args.draft_model)
@@ -332,8 +336,13 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
             note(line)
         # A reply with tools is JSON of the tool format until it is read: printed once it is whole.
         streaming = not (args.no_stream or args.json or tools.active)
+        # The thinking goes to stderr as it comes, even where the answer waits to be whole: it is
+        # not part of what stdout is held back for. --json carries it instead.
+        thinking = ThinkingPrinter(hide=args.hide_thinking or args.json)
 
         def on_event(ev):
+            if not args.no_stream:
+                thinking(ev)
             if streaming and isinstance(ev, TextDelta):
                 sys.stdout.write(ev.text)
                 sys.stdout.flush()
@@ -342,18 +351,19 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
         replies, results, left, conv_id = done.replies, done.results, done.waiting, done.conversation
         reply = replies[-1]
         if args.json:
-            out = {"text": reply.text, "model": report.model_path, "runs_on": report.runs_on,
-                   "stats": reply.stats.to_json(), "conversation": conv_id}
+            out = {"text": reply.text, "reasoning": reply.reasoning, "model": report.model_path,
+                   "runs_on": report.runs_on, "stats": reply.stats.to_json(), "conversation": conv_id}
             if tools.active or len(replies) > 1 or any(r.tool_calls for r in replies):
                 out["tool_calls"] = _calls_json(replies, results)
                 out["waiting_for"] = [c.name for c in left]
-                out["rounds"] = [{"text": r.text, "tool_calls": [c.id for c in r.tool_calls],
+                out["rounds"] = [{"text": r.text, "reasoning": r.reasoning,
+                                  "tool_calls": [c.id for c in r.tool_calls],
                                   "stats": r.stats.to_json()} for r in replies]
             json.dump(out, sys.stdout, ensure_ascii=False)
             sys.stdout.write("\n")
         else:
             if not streaming:
-                _print_replies(replies, results)
+                _print_replies(replies, results, thinking if args.no_stream else None)
             sys.stdout.write("\n")
             sys.stdout.flush()
             print(reply.stats.summary(), file=sys.stderr)
@@ -402,7 +412,7 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
             r = generate_interruptibly(lambda cancel: engine.reply(convo, user_text, settings, system,
                                                                    on_event, cancel, calls), stop)
             convo.extend([MessageBody("user", user_text)] if user_text is not None else [])
-            convo.append(MessageBody("assistant", r.text, r.tool_calls))
+            convo.append(MessageBody("assistant", r.text, r.tool_calls, reasoning=r.reasoning))
             asked.append(r)
             return r
         turn = generate_interruptibly(
@@ -457,11 +467,16 @@ def _calls_json(replies: list[Reply], results: list[Result]) -> list[dict]:
     return out
 
 
-def _print_replies(replies: list[Reply], results: list[Result]) -> None:
+def _print_replies(replies: list[Reply], results: list[Result],
+                   thinking: ThinkingPrinter | None = None) -> None:
     """The turn as it happened: each call as the tool's name and its arguments, each result
-    under the tool's name, and the text the model wrote."""
+    under the tool's name, and the text the model wrote (with --no-stream, each reply's thinking
+    first, on stderr)."""
     got = {c.id: text for c, text in results}
     for r in replies:
+        if thinking is not None:
+            sys.stdout.flush()  # stdout and stderr in the order they were written, on one terminal
+            thinking.whole(r.reasoning)
         if r.text:
             sys.stdout.write(r.text + ("\n" if r.tool_calls else ""))
         for c in r.tool_calls:

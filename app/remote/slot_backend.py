@@ -97,7 +97,8 @@ class RemoteBatchEngine:
             if req.prompt_tokens is not None:
                 raise RemoteError(self.endpoint.base_url, "a pre-tokenized prompt cannot be sent to a server")
             path, body = request_for(self.info.kind, self.model, req.messages, req.settings, self.format)
-            text, st = stream_reply(self.http, self.endpoint, self.info, path, body, cancel=self._cancel)
+            text, st, _thinking = stream_reply(self.http, self.endpoint, self.info, path, body,
+                                               cancel=self._cancel)
             return SlotResult(req.custom_id, text.strip() if self.format else text,
                               _batch_stats(st, queued), req.line, req.reply_as)
         except (RemoteError, EndpointConfigError) as e:

@@ -16,18 +16,20 @@ import re
 import socket
 import threading
 import time
+from dataclasses import dataclass
 
 import httpx
 from httpx_sse import EventSource, SSEError
 
 from app.engine.control import EventSink
-from app.engine.events import Finished, FirstToken, TextDelta
+from app.engine.events import Finished, FirstToken, ReasoningDelta, TextDelta
 from app.engine.grammar import Constraint
 from app.engine.prompt import TranscriptFormat, reply_stops
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.remote.endpoint import Endpoint
 from app.remote.errors import EndpointConfigError, RemoteError
+from app.remote.reasoning import reasoning_text, thinking_fields
 from app.remote.server import LLAMA_CPP_KINDS, VLLM, ServerInfo
 from app.remote.tool_deltas import ToolCallDeltas
 from app.remote.transport import MALFORMED, Notice, open_stream, parse_data, transport_reason
@@ -71,7 +73,8 @@ def _constraint(kind: str, c: Constraint | None) -> dict:
 
 def chat_body(kind: str, model: str, messages: list[dict], s: GenerationSettings) -> dict:
     """For /chat/completions: the server applies the model's chat template."""
-    return {"model": model, "messages": messages, **_sampling(kind, s, tuple(s.stop)[:4])}
+    return {"model": model, "messages": messages, **_sampling(kind, s, tuple(s.stop)[:4]),
+            **thinking_fields(kind, s)}
 
 
 def completion_body(kind: str, model: str, prompt: str, s: GenerationSettings,
@@ -101,11 +104,16 @@ def _choices(chunk: dict, ep: Endpoint) -> list[dict]:
     return choices
 
 
-def _piece(choice: dict, ep: Endpoint) -> str:
-    """A chat delta's content, or a completion chunk's text."""
-    delta = choice.get("delta")
+def _delta(choice: dict, ep: Endpoint) -> dict | None:
+    """A chat chunk's delta, or a whole reply's message read as one (None: a completion's text)."""
+    delta = choice.get("delta", choice.get("message"))
     if delta is not None and not isinstance(delta, dict):
         raise RemoteError(ep.base_url, f"{MALFORMED} (a choice's 'delta' is {_kind(delta)})")
+    return delta
+
+
+def _piece(choice: dict, delta: dict | None, ep: Endpoint) -> str:
+    """A chat delta's content, or a completion chunk's text."""
     where, value = ("content", delta.get("content")) if delta is not None else ("text", choice.get("text"))
     if value is None:
         return ""
@@ -200,56 +208,110 @@ def _shut_down(resp: httpx.Response) -> bool:
     return True
 
 
+@dataclass
+class _Times:
+    """When each kind of text first and last arrived (perf_counter; None: it did not)."""
+
+    t0: float
+    first: float | None = None  # the first token of either kind: TTFT
+    last: float | None = None
+    finish: float | None = None
+    answer: float | None = None  # the first answer text or tool call: TTFA
+    thought: float | None = None  # the first and last thinking text
+    thought_last: float | None = None
+
+
+class _Reader:
+    """One reply's chunks taken in: the answer and the thinking kept apart, each cleaned as the
+    text is (_Text), and the times of both, which the figures depend on."""
+
+    def __init__(self, ep: Endpoint, emit, notice: Notice | None, calls: ToolCallDeltas | None):
+        self.ep, self.emit, self.calls = ep, emit, calls
+        self.shown, self.thinking = _Text(notice), _Text(notice)
+        self.times = _Times(time.perf_counter())
+        self.n_deltas = 0  # text deltas of either kind: a count of tokens when the server gives none
+        self.usage: dict | None = None
+        self.timings: dict | None = None
+        self.finish: str | None = None
+
+    def take(self, chunk: dict) -> None:
+        self.usage = chunk.get("usage") or self.usage
+        self.timings = chunk.get("timings") or self.timings
+        for choice in _choices(chunk, self.ep):
+            delta = _delta(choice, self.ep)
+            thought, bad = reasoning_text(delta) if delta is not None else ("", None)
+            bad = bad or (self.calls.feed(delta) if self.calls is not None else None)
+            if bad is not None:
+                raise RemoteError(self.ep.base_url, f"{MALFORMED} ({bad})")
+            thought = self.thinking.clean(thought)
+            if thought:
+                self._text(thought, self.thinking.parts, ReasoningDelta, True)
+            if self.calls is not None and self.times.answer is None and self.calls.calls():
+                self._seen(time.perf_counter(), False)  # a reply of calls alone has its first token here
+            piece = self.shown.clean(_piece(choice, delta, self.ep))
+            if piece:
+                self._text(piece, self.shown.parts, TextDelta, False)
+            if choice.get("finish_reason") and self.times.finish is None:
+                self.times.finish = time.perf_counter()
+            self.finish = choice.get("finish_reason") or self.finish
+
+    def _seen(self, now: float, thought: bool) -> None:
+        t = self.times
+        if t.first is None:
+            t.first = now
+            self.emit(FirstToken(now - t.t0))
+        if thought:
+            t.thought = t.thought if t.thought is not None else now
+            t.thought_last = now
+        elif t.answer is None:
+            t.answer = now
+
+    def _text(self, piece: str, parts: list[str], event, thought: bool) -> None:
+        now = time.perf_counter()
+        self._seen(now, thought)
+        self.times.last = now
+        self.n_deltas += 1
+        parts.append(piece)
+        self.emit(event(piece, self.n_deltas, now))
+
+    def tails(self) -> None:
+        """A high surrogate held back for its pair that never came, shown as U+FFFD."""
+        for text, event in ((self.thinking, ReasoningDelta), (self.shown, TextDelta)):
+            tail = text.tail()
+            if tail:
+                text.parts.append(tail)
+                self.emit(event(tail, self.n_deltas, time.perf_counter()))
+
+
+def _whole(resp: httpx.Response | None) -> bool:
+    """A server (or a proxy before it) that answered a streamed request with one JSON reply."""
+    ctype = resp.headers.get("content-type", "") if resp is not None else ""
+    return "json" in ctype and "event-stream" not in ctype
+
+
 def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, body: dict,
                  on_event: EventSink | None = None, cancel=None,
-                 notice: Notice | None = None, calls: ToolCallDeltas | None = None) -> tuple[str, ReplyStats]:
+                 notice: Notice | None = None, calls: ToolCallDeltas | None = None
+                 ) -> tuple[str, ReplyStats, str]:
     """POST `body` to `path` (/chat/completions or /completions) and follow its stream; `calls`
-    collects the reply's streamed tool calls (a request that gave the server tools)."""
-    emit = on_event or (lambda ev: None)
-    t0 = time.perf_counter()
-    shown = _Text(notice)
-    text = shown.parts
-    n_deltas = 0
-    t_first = t_last = t_finish = None
-    usage = timings = None
-    finish = None
+    collects the reply's streamed tool calls (a request that gave the server tools). Returns the
+    answer, its stats, and the thinking the server sent apart from the answer ("" : none)."""
+    r = _Reader(ep, on_event or (lambda ev: None), notice, calls)
     error = None
     with open_stream(http, ep, path, body, notice, cancel) as resp:  # None: stopped before it began
         stopper = _Stopper(resp, cancel)
         try:
-            for sse in EventSource(resp).iter_sse() if resp is not None else ():
-                if cancel is not None and cancel.is_set():
+            ended = _whole(resp)  # one JSON reply, whole: it ends where it ends
+            if ended and resp is not None:
+                r.take(parse_data(resp.read().decode("utf-8", "replace"), ep))
+            for sse in EventSource(resp).iter_sse() if resp is not None and not ended else ():
+                if (cancel is not None and cancel.is_set()) or sse.data.strip() == "[DONE]":
+                    ended = True
                     break
-                if sse.data.strip() == "[DONE]":
-                    break
-                if not sse.data.strip():
-                    continue
-                chunk = parse_data(sse.data, ep)
-                usage = chunk.get("usage") or usage
-                timings = chunk.get("timings") or timings
-                for choice in _choices(chunk, ep):
-                    piece = shown.clean(_piece(choice, ep))
-                    bad = calls.feed(choice.get("delta")) if calls is not None else None
-                    if bad is not None:
-                        raise RemoteError(ep.base_url, f"{MALFORMED} ({bad})")
-                    if calls is not None and t_first is None and calls.calls():
-                        t_first = time.perf_counter()  # a reply of calls alone has its first token here
-                        emit(FirstToken(t_first - t0))
-                    if piece:
-                        now = time.perf_counter()
-                        if t_first is None:
-                            t_first = now
-                            emit(FirstToken(now - t0))
-                        t_last = now
-                        n_deltas += 1
-                        text.append(piece)
-                        emit(TextDelta(piece, n_deltas, now))
-                    if choice.get("finish_reason") and t_finish is None:
-                        t_finish = time.perf_counter()
-                    finish = choice.get("finish_reason") or finish
-            else:
-                if finish is None:
-                    error = "the stream ended before the reply finished"
+                if sse.data.strip():
+                    r.take(parse_data(sse.data, ep))
+            if not ended and r.finish is None:
+                error = "the stream ended before the reply finished"
         except RemoteError as e:
             error = e.reason
         except (httpx.TransportError, httpx.DecodingError, httpx.StreamError, SSEError) as e:
@@ -258,10 +320,7 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
                          else f"malformed stream ({ep.scrub(str(e))})")
         finally:
             stopper.done.set()
-    tail = shown.tail()
-    if tail:
-        text.append(tail)
-        emit(TextDelta(tail, n_deltas, time.perf_counter()))
+    r.tails()
     cancelled = cancel is not None and cancel.is_set()
     if cancelled:
         stop_reason = "cancelled"
@@ -269,17 +328,15 @@ def stream_reply(http: httpx.Client, ep: Endpoint, info: ServerInfo, path: str, 
     elif error is not None:
         stop_reason = "error"
     else:
-        stop_reason = _FINISH.get(finish or "stop", "stop")
-    # The rate runs to the finish, not to the last text: a server holds back text that might
-    # begin a stop string, and the tokens it then drops were generated all the same.
-    stats = _stats(info, ep, t0, t_first, t_finish or t_last, n_deltas, usage, timings, stop_reason, notice)
+        stop_reason = _FINISH.get(r.finish or "stop", "stop")
+    stats = _stats(info, ep, r.times, r.n_deltas, r.usage, r.timings, stop_reason, notice)
     stats.error = error
-    full = "".join(text)
-    emit(Finished(full, stats))
-    return full, stats
+    full = "".join(r.shown.parts)
+    r.emit(Finished(full, stats))
+    return full, stats, "".join(r.thinking.parts)
 
 
-def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas: int,
+def _stats(info: ServerInfo, ep: Endpoint, times: _Times, n_deltas: int,
            usage: dict | None, timings: dict | None, stop_reason: str,
            notice: Notice | None = None) -> ReplyStats:
     end = time.perf_counter()
@@ -301,7 +358,13 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
     prefill_s = figures.ms("prompt_ms", tm.get("prompt_ms"))
     decode_s = figures.ms("predicted_ms", tm.get("predicted_ms"))
     decode_n = completion if completion is not None else figures.count("predicted_n", tm.get("predicted_n"))
+    reasoning_n = _reasoning_tokens(figures, usage, decode_n, times.thought is not None)
     counted = decode_n if decode_n is not None else n_deltas
+    # The rate as received: over the span the count covers, which for a thinking model starts at
+    # its first thought (the server counts thinking tokens in completion_tokens too). The span
+    # runs to the finish, not to the last text: a server holds back text that might begin a stop
+    # string, and the tokens it then drops were generated all the same.
+    t_first, t_last = times.first, times.finish or times.last
     wall = None
     if t_first is not None and t_last is not None and t_last > t_first and counted > 1:
         wall = (counted - 1) / (t_last - t_first)
@@ -317,18 +380,35 @@ def _stats(info: ServerInfo, ep: Endpoint, t0: float, t_first, t_last, n_deltas:
     kv = None
     if info.kind in LLAMA_CPP_KINDS and prompt is not None and decode_n is not None:
         kv = prompt + decode_n  # what the request's slot holds afterwards
+    began, ended = times.thought, times.thought_last
     return ReplyStats(
-        ttft_s=(t_first - t0) if t_first is not None else None,
+        ttft_s=(t_first - times.t0) if t_first is not None else None,
         prefill_tokens=prefill_n, cached_tokens=cached, prefill_s=prefill_s,
         prefill_tok_s=prefill_rate,
         decode_tokens=decode_n, decode_s=decode_s,
         decode_tok_s=decode_rate,
-        total_s=end - t0, kv_used=kv, n_ctx=info.n_ctx, stop_reason=stop_reason,
+        total_s=end - times.t0, kv_used=kv, n_ctx=info.n_ctx, stop_reason=stop_reason,
         prompt_tokens=prompt, wall_decode_tok_s=wall,
         source=f"{info.kind} at {ep.host}",
         spec_mode="server" if speculated else None, draft_tokens=drafted or 0,
         draft_accepted=(accepted or 0) if speculated else 0,
+        reasoning_tokens=reasoning_n,
+        reasoning_s=(ended - began) if began is not None and ended is not None else None,
+        ttfa_s=(times.answer - times.t0) if began is not None and times.answer is not None else None,
     )
+
+
+def _reasoning_tokens(figures: _Figures, usage: dict, completion: int | None, thought: bool) -> int | None:
+    """OpenAI's `completion_tokens_details.reasoning_tokens`, the one count of thinking a server
+    gives (never estimated from the text: tokens are the server's to count). A 0 beside no
+    thinking is a plain reply's, and reads as "no reasoning"; a count beside no text is a model
+    that thinks out of sight (OpenAI's own), and is kept."""
+    details = figures.table("completion_tokens_details", usage.get("completion_tokens_details"))
+    n = figures.count("reasoning_tokens", details.get("reasoning_tokens"))
+    if n is not None and completion is not None and n > completion:
+        figures.drop("reasoning_tokens", n, f"more than the {completion} completion tokens")
+        return None
+    return None if n == 0 and not thought else n
 
 
 # What a server may plausibly report; past these a figure is not shown (and not passed on).
