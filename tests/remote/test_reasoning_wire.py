@@ -4,14 +4,13 @@ here), and the fields a vLLM server is sent for the thinking settings."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from app.chat.remote_engine import RemoteChatEngine
 from app.engine.events import FirstToken, ReasoningDelta, TextDelta
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
+from tests.remote.thinking_servers import thinking
 from tests.remote.vllm_standin import ANSWER, PROMPT_TOKENS, THOUGHT, StandIn
 
 SHORT = GenerationSettings(max_tokens=32, temperature=0)
@@ -32,15 +31,6 @@ def engine(standin):
     eng.said = said
     yield eng
     eng.close()
-
-
-def _thinking(settings: GenerationSettings, think=None, budget=None) -> GenerationSettings:
-    """Settings with the thinking switch and budget, whether GenerationSettings has them as
-    fields yet or not (the remote engine reads them by name)."""
-    out = replace(settings)
-    setattr(out, "think", think)  # noqa: B010
-    setattr(out, "think_budget", budget)  # noqa: B010
-    return out
 
 
 def test_vllm_reasoning_field_streams_as_thinking_apart_from_the_answer_with_its_own_times(engine):
@@ -87,6 +77,13 @@ def test_a_whole_json_reply_to_a_streamed_request_keeps_its_reasoning(engine, st
     assert r.stats.reasoning_tokens == len(THOUGHT) and r.stats.ttft_s <= r.stats.ttfa_s
 
 
+def test_thinking_that_is_not_text_ends_the_reply_as_malformed_in_one_line(engine, standin):
+    standin.mode = "bad"
+    r = engine.reply([], "Name a colour.", SHORT)
+    assert r.stats.stop_reason == "error" and "'reasoning' is not text" in r.stats.error
+    assert r.reasoning == "" and r.text == ""
+
+
 def test_no_reasoning_count_from_the_server_is_none_never_a_guess(engine, standin):
     standin.reasoning_tokens = None
     r = engine.reply([], "Name a colour.", SHORT)
@@ -107,7 +104,7 @@ def test_a_reasoning_count_past_the_completion_is_dropped_and_said(engine, stand
     ("high", None, {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_effort": "high"}),
 ])
 def test_vllm_is_sent_its_own_thinking_fields(engine, standin, think, budget, sent):
-    engine.reply([], "Name a colour.", _thinking(SHORT, think, budget))
+    engine.reply([], "Name a colour.", thinking(SHORT, think, budget))
     body = standin.bodies[-1]
     keys = ("chat_template_kwargs", "reasoning_effort", "thinking_token_budget", "reasoning_budget_tokens",
             "reasoning_format")
@@ -118,7 +115,7 @@ def test_vllm_is_sent_its_own_thinking_fields(engine, standin, think, budget, se
 def test_a_budget_a_server_cannot_take_is_said_once(engine, standin, monkeypatch):
     """An OpenAI-compatible server of no known kind takes reasoning_effort, and no budget."""
     monkeypatch.setattr(engine.info, "kind", "OpenAI-compatible")
-    settings = _thinking(SHORT, "low", 32)
+    settings = thinking(SHORT, "low", 32)
     engine.reply([], "Name a colour.", settings)
     engine.reply([], "Name a colour.", settings)
     body = standin.bodies[-1]

@@ -34,7 +34,7 @@ PROMPT_TOKENS = 14
 class StandIn:
     def __init__(self, every_s: float = 0.03):
         self.every_s = every_s
-        self.mode = "vllm"  # "vllm", "openrouter" or "whole"
+        self.mode = "vllm"  # "vllm", "openrouter", "whole", or "bad" (a number for the thinking)
         self.bodies: list[dict] = []
         self.reasoning_tokens: int | None = len(THOUGHT)
         app = Starlette(routes=[
@@ -94,7 +94,7 @@ class StandIn:
         yield chunk({"role": "assistant", "content": ""})
         for word in THOUGHT:
             await asyncio.sleep(self.every_s)
-            delta: dict = {"reasoning": word}
+            delta: dict = {"reasoning": word if self.mode != "bad" else 42}
             if self.mode == "openrouter":  # the same words again, structured: read once
                 delta["reasoning_details"] = [{"type": "reasoning.text", "text": word, "format": "unknown",
                                                "index": 0}]
