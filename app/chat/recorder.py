@@ -4,10 +4,12 @@ Both front ends record a turn through TurnRecorder, so a conversation saved by
 either reads the same: the question is saved before generation starts, the
 growing reply at least every SAVE_EVERY_S (a crash loses at most that much),
 the sampling settings and the model's identity with the conversation, and the
-stats with the reply. Whatever was shown to the user is kept: a reply that
-failed or was left after some text is sealed "interrupted" with that text. A
-turn that failed before any text is rolled back, because nothing of it was
-shown (the window puts the question back in the message box).
+stats with the reply. A thinking model's reasoning is saved beside the text,
+apart from it, in the same writes. Whatever was shown to the user is kept: a
+reply that failed or was left after some text (or some reasoning: the
+thinking was on screen) is sealed "interrupted" with it. A turn that failed
+before any of either is rolled back, because nothing of it was shown (the
+window puts the question back in the message box).
 
 The store is safe from any thread, and each call here is one short
 transaction, so the window records from its GUI thread and the CLI from its
@@ -25,7 +27,7 @@ from app.chat.engines import ReplyEngine
 from app.chat.reply import Reply
 from app.chat.reply_format import reply_kind
 from app.engine.control import CancelToken, EventSink
-from app.engine.events import Event, TextDelta
+from app.engine.events import Event, ReasoningDelta, TextDelta
 from app.engine.message import MessageBody, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
@@ -129,11 +131,12 @@ class TurnRecorder:
         return self._guard("save the tool's result", lambda: self.store.add_message(
             conv_id, "tool", result, tool_call_id=call.id, tool_name=call.name))
 
-    def progress(self, turn: Turn | None, text: str) -> None:
+    def progress(self, turn: Turn | None, text: str, reasoning: str | None = None) -> None:
+        """Save the growing reply; `reasoning` None leaves the saved reasoning as it was."""
         if turn is None:
             return
         try:
-            self.store.update_reply(turn.reply_message_id, text)
+            self.store.update_reply(turn.reply_message_id, text, reasoning)
         except StoreError as e:
             log.warning("could not save the growing reply: %s", e)
 
@@ -141,14 +144,16 @@ class TurnRecorder:
         """Seal the reply with its stats and out-of-context markers; returns its state.
 
         A reply that ended in an engine error keeps its text as interrupted; one
-        stopped or failed before any text is rolled back like any turn that
-        showed nothing (a model's own empty answer is kept: that is its reply).
+        stopped or failed before any text or reasoning is rolled back like any
+        turn that showed nothing (a model's own empty answer is kept: that is
+        its reply). Its reasoning is the reply's; a reply without any keeps what
+        was saved while it streamed (an engine that does not collect it).
         """
         if turn is None:
             return None
         turn.reply = reply
         state = reply_state(reply.stats)
-        shown = reply.text or reply.tool_calls
+        shown = reply.text or reply.tool_calls or reply.reasoning
         if not shown and (state == INTERRUPTED or reply.stats.stop_reason == "cancelled"):
             self.abandon(turn, "")  # stopped or failed before any text: nothing was shown
             return None
@@ -156,23 +161,24 @@ class TurnRecorder:
                if i < len(turn.history_ids) and turn.history_ids[i] is not None]
         self._guard("save the reply", lambda: self.store.finish_reply(
             turn.reply_message_id, reply.text, reply.stats, state=state, out_of_context=ooc,
-            tool_calls=reply.tool_calls, fmt=reply.format))
+            tool_calls=reply.tool_calls, fmt=reply.format, reasoning=reply.reasoning or None))
         turn.state = state
         return state
 
     def abandon(self, turn: Turn | None, text: str, keep_question: bool = False,
-                stats: ReplyStats | None = None) -> bool:
+                stats: ReplyStats | None = None, reasoning: str | None = None) -> bool:
         """The turn ended without a normal finish (an exception, the user left it).
 
-        With text, the reply is kept, marked interrupted (True). Without, it is
+        With text or reasoning, the reply is kept, marked interrupted (True);
+        `reasoning` None keeps what was saved while it streamed. Without, it is
         removed, and the question too unless `keep_question`: the user left it
         on screen and moved on (False).
         """
         if turn is None:
             return False
-        if text:
+        if text or reasoning:
             self._guard("save the reply", lambda: self.store.finish_reply(
-                turn.reply_message_id, text, stats, state=INTERRUPTED))
+                turn.reply_message_id, text, stats, state=INTERRUPTED, reasoning=reasoning))
             turn.state = INTERRUPTED
             return True
 
@@ -212,6 +218,7 @@ class ReplySaver:
             raise ValueError(f"the save interval must be positive, got {every_s}")
         self.recorder, self.turn, self.every_s = recorder, turn, every_s
         self.parts: list[str] = []
+        self.thought: list[str] = []  # the reasoning, apart from the answer's parts
         self.saves = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -220,12 +227,18 @@ class ReplySaver:
     def text(self) -> str:
         return "".join(self.parts)
 
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.thought)
+
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, TextDelta):
             self.parts.append(ev.text)
+        elif isinstance(ev, ReasoningDelta):
+            self.thought.append(ev.text)
 
     def save(self) -> None:
-        self.recorder.progress(self.turn, self.text)
+        self.recorder.progress(self.turn, self.text, self.reasoning)
         self.saves += 1
 
     def _run(self) -> None:
@@ -283,7 +296,7 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
         with saver:
             reply = engine.reply(history, user_text, settings, system, sink, cancel, tools)
     except BaseException:
-        recorder.abandon(turn, saver.text)
+        recorder.abandon(turn, saver.text, reasoning=saver.reasoning)
         raise
     recorder.finish(turn, reply)
     return turn

@@ -33,6 +33,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "message's place among its alternatives)")
     p.add_argument("--json", action="store_true", help="print one JSON array")
     p.add_argument("--search", metavar="TEXT", help="only conversations with a message containing TEXT")
+    p.add_argument("--reasoning", action="store_true",
+                   help="with --search: look in thinking models' reasoning too, not only in what "
+                        "the messages say")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="show at most N")
     return p
 
@@ -50,12 +53,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--tree draws one conversation: give its ID (llamadesk list ID --tree)")
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
+    if args.reasoning and args.search is None:
+        raise ValueError("--reasoning widens a search: give --search TEXT with it")
     with Store.open(writable=False) as store:  # listing needs no writes: a read-only folder is fine
         if store.notice:
             note(store.notice)
         convs = store.list_conversations()
         if args.search is not None:
-            hit = {h.conversation_id for h in store.search(args.search, limit=10_000)}
+            hits = store.search(args.search, limit=10_000, include_reasoning=args.reasoning)
+            hit = {h.conversation_id for h in hits}
             convs = [c for c in convs if c.id in hit]
     convs = convs[: args.limit] if args.limit else convs
     if not convs and not args.json:
@@ -78,8 +84,8 @@ def _print(convs, as_json: bool) -> None:
 
 
 def _one(args: argparse.Namespace) -> int:
-    if args.search is not None or args.limit is not None:
-        raise ValueError("--search and --limit choose among conversations; with ID, give neither")
+    if args.search is not None or args.limit is not None or args.reasoning:
+        raise ValueError("--search, --reasoning and --limit choose among conversations; with ID, give none")
     with Store.open(writable=False) as store:
         if store.notice:
             note(store.notice)

@@ -54,7 +54,7 @@ class ConversationRows(StoreBase):
                 raise ConversationNotFound(self.path, f"no conversation with id {conv_id}")
             rows = c.execute(
                 "SELECT id, conversation_id, role, content, created_at, updated_at, state, stats, "
-                "out_of_context, format, tool_calls, tool_call_id, tool_name, parent_id, edited "
+                "out_of_context, format, tool_calls, tool_call_id, tool_name, parent_id, edited, reasoning "
                 "FROM messages WHERE conversation_id = ? ORDER BY id",
                 (conv_id,)).fetchall()
         conv = StoredConversation(row[0], row[1], row[2], row[3], row[4], row[5],
@@ -65,7 +65,7 @@ class ConversationRows(StoreBase):
             StoredMessage(r[2], r[3], calls_from_json(r[10]), r[11], r[12], r[13], bool(r[14]), id=r[0],
                           conversation_id=r[1], created_at=r[4], updated_at=r[5], state=r[6],
                           stats=from_json(json.loads(r[7])) if r[7] else None, out_of_context=bool(r[8]),
-                          format=r[9] if r[9] in FORMATS else None)
+                          format=r[9] if r[9] in FORMATS else None, reasoning=r[15])
             for r in rows
         ]
         conv.messages = tree.path_to(conv.tree, conv.active_leaf)

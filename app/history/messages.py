@@ -2,6 +2,8 @@
 
 A reply is a row from the start: `begin_reply` creates it in state
 "generating", the caller saves the text as it grows, `finish_reply` seals it.
+A thinking model's reasoning is saved beside the text, in its own column, the
+same way and in the same writes, so a crash keeps as much of one as of the other.
 A row still "generating" whose writer is gone was cut off by a crash;
 `recover_interrupted` turns it "interrupted", keeping its partial text.
 """
@@ -57,11 +59,12 @@ class MessageRows(StoreBase):
                     created_at: float | None = None, updated_at: float | None = None,
                     tool_calls: Sequence[ToolCall] = (), tool_call_id: str | None = None,
                     tool_name: str | None = None, parent_id: int | None = AT_LEAF,
-                    edited: bool = False) -> int:
+                    edited: bool = False, reasoning: str = "") -> int:
         """Append a message after `parent_id` (AT_LEAF: the path shown; None: a first message),
         and show the path it ends; the first user message names an untitled conversation. A
         "tool" message is a call's result: `tool_name` says whose, `tool_call_id` which call."""
-        body = MessageBody(role, content, tuple(tool_calls), tool_call_id, tool_name, edited=edited)
+        body = MessageBody(role, content, tuple(tool_calls), tool_call_id, tool_name, edited=edited,
+                           reasoning=reasoning)
         problem = body.problem()
         if problem:
             raise ValueError(problem)
@@ -130,20 +133,23 @@ class MessageRows(StoreBase):
         so does a regenerated reply, after its question (`parent_id`), beside the earlier ones."""
         return self.add_message(conv_id, "assistant", "", state=GENERATING, parent_id=parent_id)
 
-    def update_reply(self, msg_id: int, text: str) -> None:
-        """Save the reply so far (and prove its writer is alive). The caller
-        saves at least once a second: that bounds what a crash can lose."""
+    def update_reply(self, msg_id: int, text: str, reasoning: str | None = None) -> None:
+        """Save the reply so far, its reasoning too (None: leave the saved reasoning), and prove
+        its writer is alive. The caller saves at least once a second: that bounds what a crash
+        can lose."""
         if not 1 <= msg_id <= MAX_ID:
             return
         with self._write() as c:
-            c.execute("UPDATE messages SET content = ?, updated_at = ?, writer_pid = ? WHERE id = ?",
-                      (text, time.time(), os.getpid(), msg_id))
+            c.execute("UPDATE messages SET content = ?, reasoning = coalesce(?, reasoning), updated_at = ?, "
+                      "writer_pid = ? WHERE id = ?", (text, reasoning, time.time(), os.getpid(), msg_id))
 
     def finish_reply(self, msg_id: int, text: str, stats: ReplyStats | None, *,
                      state: str = COMPLETE, out_of_context: Iterable[int] | None = None,
-                     tool_calls: Sequence[ToolCall] = (), fmt: str | None = None) -> None:
-        """Seal a reply (with the tool calls it made, if any). `out_of_context` (message ids the
-        context budget left out of this reply's prompt) replaces the conversation's markers."""
+                     tool_calls: Sequence[ToolCall] = (), fmt: str | None = None,
+                     reasoning: str | None = None) -> None:
+        """Seal a reply (with the tool calls it made, if any, and its reasoning: None keeps what
+        was saved while it streamed). `out_of_context` (message ids the context budget left out
+        of this reply's prompt) replaces the conversation's markers."""
         if state not in (COMPLETE, INTERRUPTED):
             raise ValueError(f"a finished reply is complete or interrupted, not {state!r}")
         if fmt is not None and fmt not in FORMATS:
@@ -154,9 +160,10 @@ class MessageRows(StoreBase):
                    if 1 <= msg_id <= MAX_ID else None)
             if row is None:
                 raise StoreError(self.path, f"no message with id {msg_id}")
-            c.execute("UPDATE messages SET content = ?, updated_at = ?, state = ?, stats = ?, "
-                      "writer_pid = NULL, tool_calls = ?, format = coalesce(?, format) WHERE id = ?",
-                      (text, now, state, _stats_json(stats), calls_json(tool_calls), fmt, msg_id))
+            c.execute("UPDATE messages SET content = ?, reasoning = coalesce(?, reasoning), updated_at = ?, "
+                      "state = ?, stats = ?, writer_pid = NULL, tool_calls = ?, format = coalesce(?, format) "
+                      "WHERE id = ?",
+                      (text, reasoning, now, state, _stats_json(stats), calls_json(tool_calls), fmt, msg_id))
             c.execute("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", (now, row[0]))
             if out_of_context is not None:
                 _mark(c, row[0], out_of_context)
@@ -181,19 +188,21 @@ class MessageRows(StoreBase):
     def recover_interrupted(self) -> int:
         """Turn replies whose writer died (or went silent) into "interrupted".
 
-        One that had no text yet showed nothing to anyone, so it is removed
-        rather than kept as an empty reply; the question before it stays.
+        One that had no text yet (nor reasoning: thinking shown is kept) showed nothing to
+        anyone, so it is removed rather than kept as an empty reply; the question before it stays.
         """
         with self._read() as c:
-            rows = c.execute("SELECT id, writer_pid, updated_at, content = '', conversation_id, parent_id "
-                             "FROM messages WHERE state = ?", (GENERATING,)).fetchall()
+            rows = c.execute("SELECT id, writer_pid, updated_at, content = '' AND reasoning = '', "
+                             "conversation_id, parent_id FROM messages WHERE state = ?",
+                             (GENERATING,)).fetchall()
         now = time.time()
         dead = [r for r in rows
                 if r[1] is None or not pid_alive(r[1]) or now - (r[2] or 0) > STALE_AFTER_S]
         if not dead:
             return 0
         with self._write() as c:
-            c.executemany("DELETE FROM messages WHERE id = ? AND state = ? AND content = ''",
+            c.executemany("DELETE FROM messages WHERE id = ? AND state = ? "
+                          "AND content = '' AND reasoning = ''",
                           [(r[0], GENERATING) for r in dead if r[3]])
             for r in dead:
                 if r[3]:
@@ -243,11 +252,12 @@ def _insert(c, conv_id, body: MessageBody, stats, state, out_of_context, created
             fmt=None) -> int:
     cur = c.execute(
         "INSERT INTO messages (conversation_id, role, content, created_at, updated_at, state, stats, "
-        "out_of_context, writer_pid, format, tool_calls, tool_call_id, tool_name, parent_id, edited) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "out_of_context, writer_pid, format, tool_calls, tool_call_id, tool_name, parent_id, edited, "
+        "reasoning) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conv_id, body.role, body.content, created, updated, state, _stats_json(stats), int(out_of_context),
          os.getpid() if state == GENERATING else None, fmt, calls_json(body.tool_calls), body.tool_call_id,
-         body.tool_name, body.parent_id, int(body.edited)))
+         body.tool_name, body.parent_id, int(body.edited), body.reasoning))
     return cur.lastrowid
 
 

@@ -113,7 +113,20 @@ V5 = [
     "WHERE m.conversation_id = conversations.id)",
 ]
 
-STEPS = [V1, V2, V3, V4, V5]
+# v6: thinking models. A reply's reasoning (what a thinking model wrote before its answer) is
+# kept apart from its content, the answer ('': none, which every earlier message is). The search
+# index gains it as a second column, so a search can look in the answers alone or in the
+# reasoning too: the old index's triggers are dropped here, and ensure_search_index, in the same
+# transaction, makes the index again with both columns and rebuilds it (as v4 does). Where this
+# SQLite has no FTS5 the old index table stays until an open that has it rebuilds it.
+V6 = [
+    "DROP TRIGGER IF EXISTS messages_fts_ai",
+    "DROP TRIGGER IF EXISTS messages_fts_ad",
+    "DROP TRIGGER IF EXISTS messages_fts_au",
+    "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",
+]
+
+STEPS = [V1, V2, V3, V4, V5, V6]
 CURRENT = len(STEPS)
 
 
@@ -133,19 +146,35 @@ def migrate(conn: sqlite3.Connection, target: int = CURRENT) -> int:
 
 
 FTS_TABLE = "messages_fts"
-_FTS = [
-    # trigram: substring search (what a search box promises), case-insensitive.
-    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(content, content='messages', "
-    "content_rowid='id', tokenize='trigram')",
-    f"""CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
-        INSERT INTO {FTS_TABLE}(rowid, content) VALUES (new.id, new.content); END""",
-    f"""CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
-        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) VALUES ('delete', old.id, old.content); END""",
-    f"""CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) VALUES ('delete', old.id, old.content);
-        INSERT INTO {FTS_TABLE}(rowid, content) VALUES (new.id, new.content); END""",
-    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')",
-]
+# The message text the index holds, oldest first: the answer (content), and from v6 the
+# reasoning, as its own column so a search can name the one it looks in.
+TEXT_COLUMNS = ("content", "reasoning")
+
+
+def _fts(cols: tuple[str, ...]) -> list[str]:
+    """The index over `cols` with the triggers that keep it in step with the messages."""
+    names = ", ".join(cols)
+    new, old = ", ".join(f"new.{c}" for c in cols), ", ".join(f"old.{c}" for c in cols)
+    delete = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, {names}) VALUES ('delete', old.id, {old});"
+    insert = f"INSERT INTO {FTS_TABLE}(rowid, {names}) VALUES (new.id, {new});"
+    return [
+        # trigram: substring search (what a search box promises), case-insensitive.
+        f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5({names}, content='messages', "
+        "content_rowid='id', tokenize='trigram')",
+        f"CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN {insert} END",
+        f"CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN {delete} END",
+        f"CREATE TRIGGER messages_fts_au AFTER UPDATE OF {names} ON messages BEGIN {delete} {insert} END",
+        f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')",
+    ]
+
+
+def text_columns(conn: sqlite3.Connection) -> tuple[str, ...]:
+    """The text columns this file's messages have: an index built for an older schema (a test's
+    fixture, a file migrated without FTS5) holds only those, as that version's LlamaDesk made it."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+    return tuple(c for c in TEXT_COLUMNS if c in have)
+
+
 FTS_TRIGGERS = ("messages_fts_ai", "messages_fts_ad", "messages_fts_au")
 
 
@@ -180,7 +209,7 @@ def ensure_search_index(conn: sqlite3.Connection, available: bool) -> bool:
             conn.execute(f"DROP TRIGGER {t}")
     if FTS_TABLE in names:
         conn.execute(f"DROP TABLE {FTS_TABLE}")
-    for stmt in _FTS:
+    for stmt in _fts(text_columns(conn)):
         conn.execute(stmt)
     return True
 

@@ -76,9 +76,11 @@ class StoredConversation:
         """The turns to send to the engine, and the message id of each.
 
         A reply still generating (another process's) is left out, and so is
-        an empty one (cut off before its first token: the model would read
-        it as a turn that said nothing; one that only made tool calls is not
-        empty); tool calls and results go as they are, for the engine to
+        an empty one (cut off before its first token, or while it was still
+        reasoning: the model would read it as a turn that said nothing; one
+        that only made tool calls is not empty); tool calls and results go as
+        they are (a reply's reasoning with it, for the engine's template to
+        keep or drop), for the engine to
         write in its own way; interrupted partial replies stay in,
         as the user saw them. The ids let the caller map `Reply.dropped`
         (indices) back to messages to mark them.
@@ -100,3 +102,4 @@ class SearchHit:
     message_id: int
     role: str
     snippet: str  # the matching text with some context, on one line
+    in_reasoning: bool = False  # only the reply's reasoning matched: the snippet is from there

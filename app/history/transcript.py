@@ -16,6 +16,13 @@ no id twice, the leaf one of the messages; the store renumbers the ids on
 import and rebuilds the same shape. Version 1 (a line) still reads. Writing
 never fails on a tree a hand-edited database has bent: a parent that is gone
 or a loop is written as a first message, so every export reads back.
+
+Version 3 adds a reply's reasoning (a thinking model's, kept apart from its
+`content`) as `reasoning`, only on the messages that have one. A document
+with none is written as version 2, byte for byte what LlamaDesk wrote before:
+any reader takes it. One with reasoning says 3, so an older LlamaDesk refuses
+it in one line instead of importing it without the thinking, which its
+reader, ignoring unknown keys, would otherwise quietly do.
 """
 
 from __future__ import annotations
@@ -35,8 +42,9 @@ from app.history.records import FORMATS, STATES, StoredConversation, StoredMessa
 from app.history.tool_rows import calls_from_list
 
 FORMAT = "llamadesk.transcript"
-VERSION = 2
-READS = (1, 2)  # a version 1 file is a line: each message follows the one before
+VERSION = 3  # written when a message has reasoning; without any, PLAIN_VERSION
+PLAIN_VERSION = 2
+READS = (1, 2, 3)  # a version 1 file is a line: each message follows the one before
 
 
 def _finite(v):
@@ -49,9 +57,10 @@ def to_document(conv: StoredConversation) -> dict:
     rows, parents = written_tree(conv)
     written = {m.id for m in rows}
     leaf = conv.messages[-1].id if conv.messages and conv.tree else (rows[-1].id if rows else None)
+    thinking = any(m.reasoning for m in rows)
     return {
         "format": FORMAT,
-        "version": VERSION,
+        "version": VERSION if thinking else PLAIN_VERSION,
         "app_version": __version__,
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "conversation": {
@@ -80,6 +89,7 @@ def to_document(conv: StoredConversation) -> dict:
                     "stats": ({k: _finite(v) for k, v in m.stats.to_json().items()}
                               if m.stats is not None else None),
                     **_tool_fields(m),
+                    **({"reasoning": m.reasoning} if m.reasoning else {}),
                 }
                 for i, m in enumerate(rows)
             ],
@@ -317,8 +327,11 @@ def _message(m, mw: str) -> StoredMessage:
         calls = calls_from_list(m.get("tool_calls") or [])
     except ValueError as e:
         raise _Bad(f"{mw}.{e}") from None
+    reasoning = _get(m, "reasoning", (str,), mw, optional=True) or ""
+    if reasoning and role != "assistant":
+        raise _Bad(f"{mw}.reasoning: only an assistant message has reasoning, and this one is {role!r}")
     msg = StoredMessage(
-        id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw),
+        id=0, conversation_id=0, role=role, content=_get(m, "content", (str,), mw), reasoning=reasoning,
         created_at=created, updated_at=created if updated is None else updated,
         state=state, stats=_stats(m.get("stats"), mw),
         out_of_context=bool(_get(m, "out_of_context", (bool,), mw, optional=True)), format=fmt,

@@ -171,11 +171,11 @@ def test_the_small_tree_itself_reads_with_its_path_and_a_null_leaf_shows_the_las
     assert (empty.tree, empty.messages, empty.active_leaf) == ([], [], None)
 
 
-def test_a_version_3_file_is_refused_naming_the_versions_read(tmp_path):
+def test_a_version_4_file_is_refused_naming_the_versions_read(tmp_path):
     doc = _doc()
-    doc["version"] = 3
+    doc["version"] = 4
     with pytest.raises(transcript._Bad,
-                       match="version 3 is a newer version; this LlamaDesk reads versions 1 and 2"):
+                       match="version 4 is a newer version; this LlamaDesk reads versions 1, 2 and 3"):
         transcript.from_document(doc)
 
 

@@ -12,6 +12,11 @@ written in one piece would put each answer away from its question as soon as
 two branches interleave. The shared part of a branch is not written twice:
 its first message names the message it continues after, with the message ids
 shown (as `llamadesk list ID --tree` shows them and `ask --from` takes them).
+
+A thinking model's reasoning comes before its answer, folded where the format
+can fold (HTML, and Markdown through `<details>`) and marked off where it
+cannot (text), under one label: "Thought for 12.4 s · 431 tokens". A reply
+without reasoning is written exactly as before.
 """
 
 from __future__ import annotations
@@ -65,6 +70,13 @@ def reply_markdown(m: StoredMessage) -> str:
 
 def has_body(m: StoredMessage) -> bool:
     return bool(m.content or m.tool_calls or m.role == "tool")
+
+
+def thought_label(m: StoredMessage) -> str:
+    """What a reply's folded reasoning is called: the stats record's own words, as the window's
+    folded block says them ("Thought for 12.4 s · 431 tokens"), or "Thinking" when its stats
+    tell neither figure."""
+    return (m.stats.thought() if m.stats is not None else None) or "Thinking"
 
 
 def header_facts(conv: StoredConversation, all_branches: bool = False) -> list[str]:

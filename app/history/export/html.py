@@ -17,6 +17,10 @@ Content-Security-Policy, and uses no scripts of its own (stats open with
 The path shown is written, a message with alternatives marked "version 2 of
 3"; with `all_branches`, each branch after it as a section from where it
 leaves the ones before (app.history.export.common says why).
+
+A reply's reasoning is folded above its answer, in a <details> whose summary
+says how long it thought ("Thought for 12.4 s · 431 tokens"), rendered by the
+same renderer as the answer: reasoning is model output like any other.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from app.history.export.common import (
     reply_markdown,
     sections,
     stamp,
+    thought_label,
     title,
     versions,
 )
@@ -75,6 +80,12 @@ h2.branch { font-size: 1.15em; margin: 28px 0 4px; padding-top: 12px; border-top
 .stats table { border-collapse: collapse; margin-top: 4px; }
 .stats td { padding: 1px 10px 1px 0; font-variant-numeric: tabular-nums; }
 """ + page_css()
+# Only on a page with reasoning: a conversation without any exports byte for byte as before.
+THINKING_CSS = """
+.thinking { color: var(--muted); border-left: 3px solid var(--line); padding: 0 0 0 10px; margin: 6px 0; }
+.thinking summary { cursor: pointer; font-size: 0.85em; }
+.thinking .reasoning { overflow-wrap: anywhere; }
+"""
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -98,6 +109,13 @@ def _typed(text: str, renderer: HtmlRenderer) -> str:
                    for seg in typed_segments(text, renderer.md))
 
 
+def _thinking(m: StoredMessage, renderer: HtmlRenderer) -> str:
+    if not m.reasoning:
+        return ""
+    return (f'<details class="thinking"><summary>{_e(thought_label(m))}</summary>'
+            f'<div class="reasoning">{renderer.render(m.reasoning).html}</div></details>')
+
+
 def _message(m: StoredMessage, renderer: HtmlRenderer, version: tuple[int, int] | None = None,
              with_id: bool = False) -> str:
     cls = ["msg", _e(m.role)] + (["out-of-context"] if m.out_of_context else [])
@@ -106,7 +124,7 @@ def _message(m: StoredMessage, renderer: HtmlRenderer, version: tuple[int, int] 
     body = renderer.render(reply_markdown(m)).html if shown else _typed(m.content, renderer)
     return (f'<section class="{" ".join(cls)}"><div class="head">'
             f'<span class="role">{_e(ROLE_NAMES.get(m.role, m.role))}</span>'
-            f'<span class="when">{_e(stamp(m))}</span>{extra}</div>'
+            f'<span class="when">{_e(stamp(m))}</span>{extra}</div>{_thinking(m, renderer)}'
             f'<div class="content">{body}</div>{_stats(m)}</section>')
 
 
@@ -118,6 +136,7 @@ def render(conv: StoredConversation, all_branches: bool = False) -> str:
     parts = sections(conv, all_branches)
     branched = len(parts) > 1
     version = versions(conv)
+    css = CSS + (THINKING_CSS if any(m.reasoning for b in parts for m in b.messages) else "")
     body = "\n".join(
         (f'<h2 class="branch">{_e(branch_heading(b, len(parts)))}</h2>\n' if branched else "")
         + "\n".join(_message(m, renderer, version.get(m.id), branched) for m in b.messages)
@@ -128,7 +147,7 @@ def render(conv: StoredConversation, all_branches: bool = False) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta name="generator" content="LlamaDesk">\n<title>{t}</title>\n'
-        f"<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
+        f"<style>{css}</style>\n</head>\n<body>\n<main>\n"
         f"<h1>{t}</h1>\n<div class=\"facts\">{_e(' · '.join(header_facts(conv, all_branches)))}</div>\n"
         f"{system}\n{body}\n</main>\n</body>\n</html>\n"
     )

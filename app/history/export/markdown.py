@@ -2,6 +2,10 @@
 
 Message text goes in verbatim (replies are usually Markdown already); an
 unclosed code fence is closed so it cannot swallow the rest of the file.
+A reply's reasoning goes before its answer in a `<details>` block, which
+GitHub, GitLab and most renderers fold and an editor shows as the text it
+is; its fences are closed and a `</details>` in it, outside code, written as
+an entity, so nothing in it can end the fold early.
 The path shown is written, each message a `##` heading ("## Assistant
 (version 2 of 3)" where it has alternatives); with `all_branches`, each
 branch is a `##` section of `###` messages after the path shown, from where
@@ -21,12 +25,14 @@ from app.history.export.common import (
     reply_markdown,
     sections,
     stamp,
+    thought_label,
     title,
     versions,
 )
 from app.history.records import StoredConversation
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
+_END_FOLD = re.compile(r"</(details|summary)", re.IGNORECASE)
 
 
 def _close_fences(text: str) -> str:
@@ -34,6 +40,25 @@ def _close_fences(text: str) -> str:
         opener = _FENCE.findall(text)[-1]
         return text.rstrip("\n") + "\n" + opener
     return text
+
+
+def _thinking(m) -> list[str]:
+    """The reasoning as a folded section, or nothing for a reply without any."""
+    if not m.reasoning:
+        return []
+    return [f"<details><summary>{thought_label(m)}</summary>", "", _fold_safe(m.reasoning), "",
+            "</details>", ""]
+
+
+def _fold_safe(text: str) -> str:
+    """Fences closed, and outside code a closing tag of the fold as an entity (which renders as
+    the `<` it stands for; inside code a tag is text already)."""
+    text, out, in_code = _close_fences(text.strip("\n")), [], False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+        out.append(line if in_code else _END_FOLD.sub(r"&lt;/\1", line))
+    return "\n".join(out)
 
 
 def render(conv: StoredConversation, all_branches: bool = False) -> str:
@@ -54,7 +79,9 @@ def render(conv: StoredConversation, all_branches: bool = False) -> str:
             if extra:
                 head += f" ({', '.join(extra)})"
             body = _close_fences(reply_markdown(m)) if has_body(m) else "*(empty)*"
-            out += ["---", "", head, "", f"*{stamp(m)}*", "", body, ""]
+            out += ["---", "", head, "", f"*{stamp(m)}*", "", *_thinking(m)]
+            if has_body(m) or not m.reasoning:  # cut off while thinking: the fold is all it says
+                out += [body, ""]
             if m.stats is not None:
                 out += [f"> stats: {m.stats.summary()}", ""]
     return "\n".join(out)

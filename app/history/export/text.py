@@ -1,5 +1,9 @@
 """Plain-text export: for pasting anywhere; stats as one indented line per reply.
 
+A reply's reasoning comes before its answer, under its label ("Thought for
+12.4 s · 431 tokens:") with every line marked "  | ", so where the thinking
+ends and the answer begins is plain without any rendering.
+
 The path shown, a message with alternatives marked "version 2 of 3"; with
 `all_branches`, each branch after it as an underlined section from where it
 leaves the ones before (app.history.export.common says why).
@@ -14,6 +18,7 @@ from app.history.export.common import (
     heading_marks,
     sections,
     stamp,
+    thought_label,
     title,
     versions,
 )
@@ -37,10 +42,13 @@ def render(conv: StoredConversation, all_branches: bool = False) -> str:
             extra = heading_marks(m, version.get(m.id), branched)
             head = f"[{stamp(m)}] {ROLE_NAMES.get(m.role, m.role)}"
             out.append(head + (f" ({', '.join(extra)})" if extra else "") + ":")
+            if m.reasoning:
+                out.append(f"{thought_label(m)}:")
+                out += [f"  | {line}".rstrip() for line in m.reasoning.strip("\n").split("\n")]
             if m.role == "tool":
                 out.append(f"Result of {m.tool_name}:")
                 out += ["  " + line for line in pretty_arguments(m.content).splitlines()]
-            elif m.content or not m.tool_calls:
+            elif m.content or not (m.tool_calls or m.reasoning):
                 out.append(m.content)
             out += calls_text(m.tool_calls)
             if m.stats is not None:
