@@ -22,8 +22,11 @@ from app.engine.decoder import Decoder
 from app.engine.loader import LoadedModel, LoadOptions, load_model
 from app.engine.message import MessageBody
 from app.engine.models import Progress, resolve_model
-from app.engine.prompt import chat_format, reply_stops
+from app.engine.prompt import TemplateFormat, chat_format, reply_stops
 from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
+from app.engine.reasoning import ReasoningReply
+from app.engine.reasoning_budget import vocab_piece
+from app.engine.reasoning_formats import TemplateThinking
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import limits_for
 from app.openai_compat.tools import ToolCalls
@@ -44,8 +47,12 @@ class LocalChatEngine:
             cache = None
         self.decoder = Decoder(model, cache)
         self.format, self.notice = chat_format(model)
+        fmt = self.format
+        # A thinking template's format and switches (None: replies are plain text).
+        self.thinking = TemplateThinking.read(fmt.template, fmt.bos_token, fmt.eos_token) \
+            if isinstance(fmt, TemplateFormat) else None
         self.limits = limits_for(model)  # None on a GPU: the probe reads the CPU's memory
-        self._prefixes: dict[tuple[str | None, bool], list[int] | None] = {}
+        self._prefixes: dict[tuple, list[int] | None] = {}
 
     @classmethod
     def open(cls, path: str | Path | None = None, options: LoadOptions | None = None,
@@ -90,11 +97,23 @@ class LocalChatEngine:
         """An empty KV cache: the next reply prefills its whole prompt (compare's fresh runs)."""
         self.decoder.reset()
 
-    def prompt_tokens(self, messages: list[MessageBody], preamble: bool = True) -> list[int]:
-        text = self.format.render(messages, preamble)
+    def prompt_tokens(self, messages: list[MessageBody], preamble: bool = True,
+                      template_kwargs: dict | None = None) -> list[int]:
+        text = self.format.render(messages, preamble, template_kwargs)
         return self.decoder.tokenize(text, add_bos=self.format.add_bos, special=self.format.special)
 
-    def shared_prefix(self, system: str | None, preamble: bool = True) -> list[int] | None:
+    def reasoning_reply(self, settings: GenerationSettings) -> ReasoningReply | None:
+        """A thinking template's split, switches and budget for one reply (None: plain text)."""
+        if self.thinking is None:
+            return None
+        d = self.decoder
+        return ReasoningReply(self.thinking, settings.think, settings.think_budget,
+                              settings.constraint is not None,
+                              lambda text: d.tokenize(text, add_bos=False, special=True),
+                              vocab_piece(d.vocab), vocab_piece(d.vocab, special=False))
+
+    def shared_prefix(self, system: str | None, preamble: bool = True,
+                      template_kwargs: dict | None = None) -> list[int] | None:
         """The tokens every chat with this system prompt starts with, or None when too short to save.
 
         Taken as the common start of two first messages' whole prompts rather
@@ -102,10 +121,11 @@ class LocalChatEngine:
         across that boundary, and a chat template may put the system prompt
         anywhere. A prompt that does not start with these tokens just misses.
         """
-        key = (system if system and system.strip() else None, preamble)
+        kw = template_kwargs or {}
+        key = (system if system and system.strip() else None, preamble, tuple(sorted(kw.items())))
         if key not in self._prefixes:
             head = [MessageBody("system", key[0])] if key[0] else []
-            a, b = (self.prompt_tokens([*head, MessageBody("user", p)], preamble) for p in _PROBES)
+            a, b = (self.prompt_tokens([*head, MessageBody("user", p)], preamble, kw) for p in _PROBES)
             n = common_prefix(a, b)
             self._prefixes = dict(list(self._prefixes.items())[-7:])  # a few system prompts at most
             self._prefixes[key] = a[:n] if n >= MIN_PREFIX_TOKENS else None
@@ -133,19 +153,26 @@ class LocalChatEngine:
             history, user_text, system, settings = turn.history, turn.user_text, turn.system, turn.settings
         assert user_text is not None
         preamble = settings.preamble
+        thinking = self.reasoning_reply(settings)
+        kw = thinking.kwargs if thinking is not None else {}
         # Before the fit: a template format keeps its stop strings from the last render.
-        shared = self.shared_prefix(system, preamble) if self.decoder.prompt_cache else None
+        shared = self.shared_prefix(system, preamble, kw) if self.decoder.prompt_cache else None
         fit = fit_history(system, history, user_text, settings.max_tokens, self.n_ctx,
-                          lambda msgs: self.prompt_tokens(msgs, preamble))
+                          lambda msgs: self.prompt_tokens(msgs, preamble, kw))
         stop = reply_stops(self.format, tuple(settings.stop), settings.ignore_eos)
-        run = GenerationSettings(**{**settings.__dict__, "stop": stop})
-        done = self.decoder.generate(fit.tokens, run, on_event, cancel, shared_prefix=shared)
+        run = GenerationSettings(**{**settings.__dict__, "stop": stop,
+                                    "reasoning": thinking.tracker if thinking is not None else None})
+        sink = thinking.sink(on_event) if thinking is not None else on_event
+        done = self.decoder.generate(fit.tokens, run, sink, cancel, shared_prefix=shared)
         done.stats.dropped_messages = len(fit.dropped)
         done.stats.dropped_tokens = fit.dropped_tokens
         done.stats.reply_limit = fit.limit(settings.max_tokens)  # the decoder clamps it the same way
         if self.limits is not None and done.stats.kv_used:
             done.stats.bw_utilization = self.limits.at(done.stats.kv_used, done.stats.decode_tok_s)[1]
-        return read_reply(Reply(done.text, done.stats, fit.dropped), tools)
+        if thinking is None:
+            return read_reply(Reply(done.text, done.stats, fit.dropped), tools)
+        return read_reply(Reply(thinking.answer, done.stats, fit.dropped, reasoning=thinking.reasoning),
+                          tools)
 
     def close(self) -> None:
         self.decoder.close()

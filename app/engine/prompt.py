@@ -63,7 +63,9 @@ class TranscriptFormat:
         """Everything the preamble shows the model: copying from it is copying."""
         return (DEFAULT_FRAMING, *(t for pair in EXAMPLES for t in pair))
 
-    def render(self, messages: list[MessageBody], preamble: bool = True) -> str:
+    def render(self, messages: list[MessageBody], preamble: bool = True,
+               template_kwargs: dict | None = None) -> str:
+        """`template_kwargs` are a chat template's (a transcript has no switches)."""
         system = next((m.content for m in messages if m.role == "system"), None)
         out = [self.preamble_text(system)] if preamble else []
         if system and system.strip() and not preamble:
@@ -84,19 +86,34 @@ class TemplateFormat:
     special = True
 
     def __init__(self, template: str, bos_token: str, eos_token: str):
+        self.template, self.bos_token, self.eos_token = template, bos_token, eos_token
         self._fmt = Jinja2ChatFormatter(template, eos_token=eos_token, bos_token=bos_token)
         self.stop: tuple[str, ...] = ()
         self.add_bos = True
 
-    def render(self, messages: list[MessageBody], preamble: bool = True) -> str:
-        """The template alone: a model with a chat template needs no preamble."""
+    def render(self, messages: list[MessageBody], preamble: bool = True,
+               template_kwargs: dict | None = None) -> str:
+        """The template alone: a model with a chat template needs no preamble.
+
+        `template_kwargs` are the template's own switches for this turn (`enable_thinking`,
+        `reasoning_effort`): llama-cpp-python takes them only when a model is loaded. An earlier
+        turn's reasoning goes in the fields thinking templates read (`reasoning_content`, and
+        gpt-oss's `thinking`), and the template keeps it or drops it as its model was trained to
+        see it; other templates never read those fields."""
         # llama-cpp-python types each role's message apart; ours are checked by role already.
-        chat: list = [{"role": m.role, "content": m.content} for m in messages]
-        res = self._fmt(messages=chat)
+        chat: list = [_message(m) for m in messages]
+        res = self._fmt(messages=chat, **(template_kwargs or {}))
         self.add_bos = not res.added_special
         stop = res.stop if isinstance(res.stop, list) else [res.stop] if res.stop else []
         self.stop = tuple(s for s in stop if s)
         return res.prompt
+
+
+def _message(m: MessageBody) -> dict:
+    d = {"role": m.role, "content": m.content}
+    if m.reasoning:
+        d["reasoning_content"] = d["thinking"] = m.reasoning
+    return d
 
 
 PromptFormat = TranscriptFormat | TemplateFormat

@@ -10,13 +10,14 @@ import ctypes
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Protocol
 
 import llama_cpp
 import numpy as np
 
 from app.engine import logprobs
-from app.engine.grammar import Constraint, GrammarMatcher
+from app.engine.grammar import Constraint, GrammarError, GrammarMatcher
 from app.engine.logprobs import MAX_TOP, TokenLogprob
 
 PENALTY_WINDOW = 64  # recent tokens the repeat penalty looks at
@@ -24,6 +25,18 @@ INT32_MAX = 2**31 - 1  # max_tokens and top_k reach llama.cpp as int32_t
 # The dist sampler takes a uint32_t seed and reads its top value, LLAMA_DEFAULT_SEED,
 # as "pick one at random", so a fixed seed stops one short; -1 asks for random.
 SEED_MAX = 2**32 - 2
+THINK_LEVELS = ("low", "medium", "high")  # gpt-oss's reasoning_effort
+
+
+class ReasoningHook(Protocol):
+    """What the Sampler asks a thinking reply's tracker (app.engine.reasoning.ReasoningTracker)."""
+
+    @property
+    def forcing(self) -> bool: ...
+
+    def forced(self) -> int: ...
+
+    def accept(self, tok: int) -> None: ...
 
 
 @dataclass
@@ -63,12 +76,22 @@ class GenerationSettings:
     # conversation's own text, "draft" from the decoder's draft model. It steps aside by
     # itself when it does not pay.
     speculative: str | None = None
+    # A thinking model (app.engine.reasoning): None thinks as its template does by default; True
+    # or False where the template has a switch; "low" / "medium" / "high" where it has levels.
+    think: bool | str | None = None
+    # The most tokens its reasoning may take before the answer is forced to start (None: no limit).
+    think_budget: int | None = None
+    # The engine's own per-reply hook (app.engine.reasoning.ReasoningTracker), set by the local
+    # engine on the settings it decodes with; never recorded or copied between replies.
+    reasoning: ReasoningHook | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
-        d = asdict(self)
+        d = asdict(replace(self, reasoning=None))
+        del d["reasoning"]
         d["stop"] = list(self.stop)
-        if self.constraint is None:
-            del d["constraint"]  # a free-text reply's record reads as it always did
+        for name in ("constraint", "think", "think_budget"):
+            if d[name] is None:
+                del d[name]  # a plain reply's record reads as it always did
         return d
 
     def validate(self) -> None:
@@ -114,6 +137,11 @@ class GenerationSettings:
             _check_int("top_logprobs", self.logprobs, 0, MAX_TOP)
         if self.speculative not in (None, "ngram", "draft"):
             raise ValueError(f"speculative must be off, ngram or draft, got {_show(self.speculative)}")
+        if not (self.think is None or isinstance(self.think, bool) or
+                (isinstance(self.think, str) and self.think in THINK_LEVELS)):
+            raise ValueError(f"think must be on, off, low, medium or high, got {_show(self.think)}")
+        if self.think_budget is not None:
+            _check_int("think_budget", self.think_budget, 0, INT32_MAX)
 
 
 def _show(v) -> str:
@@ -213,6 +241,9 @@ class Sampler:
             self.close()  # the chain is made already; the caller never gets this sampler to close
             raise
         self.top_logprobs = s.logprobs  # None: not asked
+        # A thinking model's per-reply tracker: told every token; while it forces the end of the
+        # reasoning (the budget is spent), its token is the sample.
+        self.reasoning = s.reasoning
         self.last: TokenLogprob | None = None  # the last token's, when asked
         self._cands: ctypes.Array | None = None  # llama_token_data[n_vocab], on the first constrained draw
 
@@ -222,14 +253,34 @@ class Sampler:
     def sample(self, ctx, idx: int = -1) -> int:
         """The next token from row `idx` of the last decode's logits (its log-probability, when
         asked, in `last`: from the model's logits before any sampler or grammar changed them)."""
+        r = self.reasoning
+        if r is None:
+            return self._logged(ctx, idx)
+        tok = self._logged(ctx, idx, r.forced() if r.forcing else None)
+        r.accept(tok)
+        return tok
+
+    def _logged(self, ctx, idx: int, forced: int | None = None) -> int:
         if self.top_logprobs is None:
-            return self._sample(ctx, idx)
+            return self._sample(ctx, idx) if forced is None else self._force(forced)
         row = self._row(ctx, idx)
         lse = logprobs.log_normalizer(row)
         top = logprobs.top_of(row, lse, self.top_logprobs)
         raw = row.copy() if self.grammar is not None else row  # a refused draw masks the row in place
-        tok = self._sample(ctx, idx)
+        tok = self._sample(ctx, idx) if forced is None else self._force(forced)
         self.last = logprobs.TokenLogprob(tok, float(raw[tok]) - lse, top)
+        return tok
+
+    def _force(self, tok: int) -> int:
+        """The reasoning budget's token instead of a draw: accepted as a drawn one would be."""
+        g = self.grammar
+        if g is not None:
+            if not g.allows(tok):
+                raise GrammarError("the reply's format does not allow ending the reasoning where "
+                                   "the thinking budget ran out")
+            g.accept(tok)
+        if not self.argmax:
+            llama_cpp.llama_sampler_accept(self.chain, tok)
         return tok
 
     def _sample(self, ctx, idx: int) -> int:
