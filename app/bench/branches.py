@@ -35,9 +35,15 @@ so after a restart a conversation is evaluated again from that prefix on;
 `disk_cache` says how much of the prompt that is.
 
 On a sliding-window model (the bundled Gemma 3: a 512-token window) the
-cache in memory can only go back about n_ubatch tokens (`sliding_window`):
-a switch whose branch point lies further back evaluates the whole prompt,
-which is what this benchmark shows at 3,000 tokens.
+cache in memory can only go back about n_ubatch tokens by itself
+(`sliding_window`); further back, the decoder restores the latest checkpoint
+of the window at or before the branch point (app.engine.swa_checkpoints:
+taken where each prefill chunk ends and where a prompt's cached part ends)
+and evaluates from there. `checkpoints` says what they cost: how many the
+decoder held at the end, their bytes, and the time to take and to restore
+one. With `baseline`, every case after the cold one runs again in each
+repeat with the checkpoints off (`no_checkpoints`: what the cache alone
+reused, and its TTFT), so before and after come from one run.
 """
 
 from __future__ import annotations
@@ -190,6 +196,12 @@ def _row(st: ReplyStats) -> dict:
             "prefill_tokens": st.prefill_tokens, "cached_disk_tokens": st.cached_disk_tokens}
 
 
+# The cases answered from a warm cache, in order, each after the one before; None: main again
+# before the edit, so that the edit branches off main, not off early.
+_WARM = (("regenerate", "main"), ("switch_sibling", "sibling"), ("switch_back", "main"),
+         ("switch_early", "early"), (None, "main"), ("edit_early", "edit"))
+
+
 class _Runner:
     def __init__(self, engine: LocalChatEngine, convo: Conversation, max_tokens: int):
         self.engine, self.convo, self.settings = engine, convo, _settings(max_tokens)
@@ -255,31 +267,58 @@ def _median(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
+def _checkpoint_costs(engine: LocalChatEngine) -> dict | None:
+    """What the sliding-window checkpoints held and cost over the run (None: the model needs none)."""
+    cps = engine.decoder.checkpoints
+    if cps is None:
+        return None
+    c = cps.costs
+    return {"peak_held": c.peak_count, "peak_bytes": c.peak_bytes,
+            "bytes_each": c.saved_bytes // c.saved if c.saved else None,
+            "max_count": cps.max_count, "max_bytes": cps.max_bytes, "saved": c.saved, "restored": c.restored,
+            "failed": c.failed, "evicted": c.evicted,
+            "save_ms_each": round(c.save_s / c.saved * 1000, 2) if c.saved else None,
+            "restore_ms_each": round(c.restore_s / c.restored * 1000, 2) if c.restored else None}
+
+
 def run_branches_bench(model_path, opts: LoadOptions, target_tokens: int = TARGET_TOKENS, turns: int = TURNS,
-                       repeats: int = REPEATS, max_tokens: int = MAX_TOKENS) -> dict:
+                       repeats: int = REPEATS, max_tokens: int = MAX_TOKENS, baseline: bool = False) -> dict:
     path = resolve_model(model_path)
     opts = replace(opts, n_ctx=max(opts.n_ctx, N_CTX))
     runs: dict[str, list[dict]] = {name: [] for name in CASES}
+    plain: dict[str, list[dict]] = {name: [] for name, _ in _WARM if name}  # checkpoints off
     colds: dict[str, list[dict]] = {b: [] for b in ("main", "sibling", "early", "edit")}
     engine = LocalChatEngine(load_model(path, opts), prompt_cache=False)  # memory alone
     try:
         convo = conversation(engine, target_tokens, turns)
         _warm(engine)
         run = _Runner(engine, convo, max_tokens)
+        checkpoints = engine.decoder.checkpoints
         for _ in range(repeats):
             for b in ("sibling", "early", "edit"):
                 colds[b].append(run.cold(b))
             runs["cold"].append(run.cold("main"))
             colds["main"].append(runs["cold"][-1])
-            runs["regenerate"].append(run.reply("main"))
-            runs["switch_sibling"].append(run.reply("sibling"))
-            runs["switch_back"].append(run.reply("main"))
-            runs["switch_early"].append(run.reply("early"))
-            run.reply("main")  # the cache holds main again: edit is a prefix of early
-            runs["edit_early"].append(run.reply("edit"))
+            for name, branch in _WARM:
+                row = run.reply(branch)
+                if name:
+                    runs[name].append(row)
+            if not baseline or checkpoints is None:
+                continue
+            engine.decoder.checkpoints = None
+            try:
+                run.cold("main")
+                for name, branch in _WARM:
+                    row = run.reply(branch)
+                    if name:
+                        plain[name].append(row)
+            finally:
+                engine.decoder.checkpoints = checkpoints
+                engine.reset()
         threads = engine.report.n_threads
         runs_on = engine.report.runs_on
         n_swa = engine.decoder.n_swa
+        costs = _checkpoint_costs(engine)
     finally:
         engine.close()
     runs["restart"], disk = _restart(path, opts, convo, max_tokens, repeats)
@@ -296,6 +335,9 @@ def run_branches_bench(model_path, opts: LoadOptions, target_tokens: int = TARGE
             "cold_ttft_s": round(cold, 4),
             "cold_over_case": round(cold / ttft, 2),
             "ttft_runs_s": [round(r["ttft_s"], 4) for r in rows],
+            "no_checkpoints": {"ttft_s": round(_median(plain[name], "ttft_s"), 4),
+                               "cached_tokens": round(_median(plain[name], "cached_tokens"))}
+            if plain.get(name) else None,
         }
     main_tokens = cases["cold"]["prompt_tokens"]
     restored = cases["restart"]["cached_disk_tokens"]
@@ -311,26 +353,38 @@ def run_branches_bench(model_path, opts: LoadOptions, target_tokens: int = TARGE
         "system_prompt_tokens": disk["shared_prefix_tokens"], "main_prompt_tokens": main_tokens,
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "cases": cases, "disk_cache": disk, "sliding_window": _window(n_swa, opts.n_ubatch),
+        "checkpoints": costs,
     }
 
 
 def _window(n_swa: int, n_ubatch: int) -> dict | None:
-    """A sliding-window model's limit on going back (None: the model has no window). Its cache keeps
-    n_swa + n_ubatch positions (llama.cpp's swa_full off) and the next token needs the n_swa before
-    it, so a prefix is reused only when it ends at most ~n_ubatch tokens before the cache's end;
-    a branch point further back evaluates the whole prompt again (Decoder._prefix_usable)."""
+    """A sliding-window model's limit on going back by itself (None: the model has no window). Its
+    cache keeps n_swa + n_ubatch positions (llama.cpp's swa_full off) and the next token needs the
+    n_swa before it, so the cache alone reuses a prefix only when it ends at most ~n_ubatch tokens
+    before the cache's end (Decoder._prefix_usable); further back it goes to a checkpoint."""
     if n_swa <= 0:
         return None
     return {"n_swa": n_swa, "cells": n_swa + n_ubatch, "max_rollback_tokens": n_ubatch}
 
 
 def table(result: dict) -> str:
-    """The cases, one a line, and what the disk cache kept."""
-    head = ("case", "branch", "prompt", "cached", "prefilled", "from disk", "TTFT ms", "cold ms", "cold/case")
+    """The cases, one a line (with the checkpoints off too, where the run measured it), and what
+    the disk cache and the checkpoints kept."""
+    cases = result["cases"]
+    base = any(c.get("no_checkpoints") for c in cases.values())
+    head = ("case", "branch", "prompt", "cached", "prefilled", "from disk", "TTFT ms", "cold ms", "cold/case",
+            *(("no-ckpt cached", "no-ckpt ms") if base else ()))
+
+    def plain(c: dict) -> tuple[str, ...]:
+        p = c.get("no_checkpoints")
+        if not base:
+            return ()
+        return (str(p["cached_tokens"]), f"{p['ttft_s'] * 1000:.0f}") if p else ("", "")
+
     rows = [head] + [(name, c["branch"], str(c["prompt_tokens"]), str(c["cached_tokens"]),
                       str(c["prefill_tokens"]), str(c["cached_disk_tokens"]), f"{c['ttft_s'] * 1000:.0f}",
-                      f"{c['cold_ttft_s'] * 1000:.0f}", f"{c['cold_over_case']:.2f}")
-                     for name, c in result["cases"].items()]
+                      f"{c['cold_ttft_s'] * 1000:.0f}", f"{c['cold_over_case']:.2f}", *plain(c))
+                     for name, c in cases.items()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [f"{result['model']} · {result['runs_on']} · {result['threads']} threads · context "
              f"{result['n_ctx']} · {result['turns']} turns, {result['main_prompt_tokens']} prompt tokens · "
@@ -345,5 +399,15 @@ def table(result: dict) -> str:
     w = result["sliding_window"]
     if w is not None:
         lines.append(f"sliding window: {w['n_swa']} tokens, {w['cells']} cells kept: a branch point more "
-                     f"than ~{w['max_rollback_tokens']} tokens back from the cache's end reuses nothing")
+                     f"than ~{w['max_rollback_tokens']} tokens back from the cache's end goes back to a "
+                     "checkpoint of the window")
+    k = result.get("checkpoints")
+    if k is not None:
+        each = f"{k['bytes_each'] / 2**20:.1f} MiB each" if k["bytes_each"] else "none taken"
+        save = f"{k['save_ms_each']:.1f} ms" if k["save_ms_each"] is not None else "-"
+        restore = f"{k['restore_ms_each']:.1f} ms" if k["restore_ms_each"] is not None else "-"
+        lines.append(f"checkpoints of the window: {each}, at most {k['peak_held']} held at once "
+                     f"({k['peak_bytes'] / 2**20:.1f} MiB; the bound is {k['max_count']} and "
+                     f"{k['max_bytes'] / 2**20:.0f} MiB); {k['saved']} taken ({save} each), {k['restored']} "
+                     f"restored ({restore} each), {k['failed']} refused")
     return "\n".join(lines)

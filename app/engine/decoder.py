@@ -32,6 +32,7 @@ from app.engine.prompt_cache import MIN_PREFIX_TOKENS, PromptCache
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.speculative import Drafter, NgramDrafter, Pacer, Speculation
 from app.engine.stats import ReplyStats
+from app.engine.swa_checkpoints import SwaCheckpoints
 from app.engine.textstream import TokenReader
 from app.engine.turn import PROGRESS_EVERY_S, Live, Perf, Turn
 
@@ -62,6 +63,11 @@ class Decoder:
         self.last_speculation: Speculation | None = None  # the last reply's: bench and tests replay it
         self.draft: DraftModel | None = None  # guesses for speculative="draft"
         self.can_speculate = model.rewinds
+        # A small sliding-window cache cannot go back past its window by itself: its checkpoints
+        # can (app.engine.swa_checkpoints). A full-size one, or no window, never needs them.
+        swa_full = bool(getattr(self.llm.context_params, "swa_full", False))
+        self.checkpoints = SwaCheckpoints(self.ctx, self.n_swa) if self.n_swa > 0 and not swa_full \
+            and model.rewinds else None
 
     # -- tokens -------------------------------------------------------------
     def tokenize(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
@@ -74,6 +80,8 @@ class Decoder:
     def reset(self) -> None:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.ctx), True)
         self.tokens = []
+        if self.checkpoints is not None:
+            self.checkpoints.clear()
 
     def attach_draft(self, draft: LoadedModel | None) -> None:
         """The draft model speculative="draft" guesses with (None: none); refused, with the reason,
@@ -87,6 +95,8 @@ class Decoder:
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
+        if self.checkpoints is not None:
+            self.checkpoints.clear()
         self.attach_draft(None)
 
     # -- the KV cache ---------------------------------------------------------
@@ -102,9 +112,26 @@ class Decoder:
                 llama_cpp.llama_memory_clear(mem, True)
         self.tokens = self.tokens[:n]
         if n and not self._prefix_usable(n):
-            self.reset()
-            n = 0
+            n = self._from_checkpoint(prompt, n)
+        if self.checkpoints is not None:
+            self.checkpoints.keep_held(self.tokens)
         return n
+
+    def _from_checkpoint(self, prompt: list[int], n: int) -> int:
+        """The window before `n` is gone: go back to the latest checkpoint at or before it that
+        begins the prompt, and return its end; with none, or one that does not give back what
+        the next token needs, empty the cache and return 0 (the whole prompt is evaluated)."""
+        cp = self.checkpoints.best(prompt, n) if self.checkpoints is not None else None
+        if cp is not None and self.checkpoints is not None:
+            mem = llama_cpp.llama_get_memory(self.ctx)
+            if llama_cpp.llama_memory_seq_rm(mem, 0, cp.end, -1) and self.checkpoints.restore(cp):
+                self.tokens = self.tokens[:cp.end]
+                if self._prefix_usable(cp.end):
+                    return cp.end
+                log.warning("a sliding-window checkpoint at %d tokens did not hold the window before "
+                            "it; evaluating the prompt again", cp.end)
+        self.reset()
+        return 0
 
     def _prefix_usable(self, n: int) -> bool:
         """Whether the cache really holds what the next token at position n needs.
@@ -259,6 +286,7 @@ class Decoder:
         prompt = turn.prompt
         turn.t_pre = time.perf_counter()
         self._prefill_progress(turn, turn.t_pre)  # 0 of the prompt: the count starts here
+        self._checkpoint(turn)  # where the cached part ends: the turn before this question
         self._abort_state = turn
         llama_cpp.llama_set_abort_callback(self.ctx, self._abort_cb, None)
         try:
@@ -276,12 +304,24 @@ class Decoder:
                 self.tokens.extend(chunk)
                 if end == turn.save_at:
                     self._save_prefix(turn)
+                if end < len(prompt):
+                    self._checkpoint(turn)
                 self._prefill_progress(turn, time.perf_counter())  # every chunk, however quick
         finally:
             llama_cpp.llama_set_abort_callback(self.ctx, self._no_abort, None)
             self._abort_state = None
         if turn.stop_reason is None and turn.cancelled():
             turn.stop_reason = "cancelled"
+
+    def _checkpoint(self, turn: Turn) -> None:
+        """Keep the sliding window where seq 0 ends now, a point a later branch may restart from:
+        where the prompt's cached part ends (after the last reply: editing the question that
+        followed it, or regenerating after a reply longer than the window can go back) and where
+        each prefill chunk but the last ends (a branch inside a long stretch of new text).
+        Taking one changes nothing in the cache, so a reply decodes exactly as without them."""
+        if self.checkpoints is not None and self.tokens and not turn.cancelled() \
+                and self._prefix_usable(len(self.tokens)):
+            self.checkpoints.save(self.tokens)
 
     def _decode_loop(self, turn: Turn, reader: TokenReader, sampler: Sampler) -> None:
         """Sample, stream and evaluate until a stop; closes the sampler. With speculation, a step
