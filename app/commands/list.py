@@ -84,8 +84,11 @@ def _print(convs, as_json: bool) -> None:
 
 
 def _one(args: argparse.Namespace) -> int:
-    if args.search is not None or args.limit is not None or args.reasoning:
-        raise ValueError("--search, --reasoning and --limit choose among conversations; with ID, give none")
+    if args.search is not None or args.limit is not None:
+        raise ValueError("--search and --limit choose among conversations; with ID, give neither")
+    if args.reasoning:
+        raise ValueError("--reasoning widens --search, which chooses among conversations: "
+                         "with ID, leave it out")
     with Store.open(writable=False) as store:
         if store.notice:
             note(store.notice)
