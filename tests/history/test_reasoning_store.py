@@ -203,7 +203,7 @@ def _crash_after_saving(text: str, reasoning: str) -> int:
             "s = Store.open()\n"
             "cid, q, r = s.begin_turn(None, 'Why is the sky blue?')\n"
             f"s.update_reply(r, {text!r}, {reasoning!r})\n"
-            "print(r)\n"
+            "print(r, flush=True)\n"
             "import os; os._exit(0)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
