@@ -6,9 +6,10 @@ byte damage). Whatever it is, the importer gives either a conversation that
 round-trips through the store, `llamadesk list` and every export, or one
 TranscriptError whose message is one printable line; never another exception,
 and never a partial import. The documents start from a conversation in a line
-(version 2), the same with branches (an edited question, a regenerated reply, a
-path shown that is not the latest), and the line as version 1 wrote it, so the
-ids, parents and active leaf are mutated too. Derandomized with no example
+(version 3: a reply carries reasoning, so `reasoning` is mutated too), the same
+with branches (an edited question, a regenerated reply, a path shown that is
+not the latest), and the line as version 1 wrote it, so the ids, parents and
+active leaf are mutated too. Derandomized with no example
 database, so CI runs exactly the same 200 documents every time.
 """
 
@@ -39,7 +40,7 @@ VALID = transcript.to_document(StoredConversation(
                             updated_at=1733040000.0),
               StoredMessage("assistant", "They hunt at night.", id=0, conversation_id=7,
                             created_at=1733040001.0, updated_at=1733040002.0, state=COMPLETE, stats=STATS,
-                            out_of_context=True),
+                            out_of_context=True, reasoning="Owls: nocturnal.\n  Say so."),
               StoredMessage("user", "More?", id=0, conversation_id=7, created_at=1733040050.0,
                             updated_at=1733040050.0),
               StoredMessage("assistant", "Partly", id=0, conversation_id=7, created_at=1733040051.0,
