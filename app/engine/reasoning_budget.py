@@ -147,9 +147,13 @@ def vocab_piece(vocab, special: bool = True) -> Piece:
 
     buf = ctypes.create_string_buffer(256)
     to_piece = llama_cpp.llama_token_to_piece
+    seen: dict[int, bytes] = {}  # a reply repeats its tokens: a lookup instead of a C call
 
     def piece(tok: int) -> bytes:
-        n = to_piece(vocab, tok, buf, 256, 0, special)
-        return buf.raw[:n] if n > 0 else b""
+        got = seen.get(tok)
+        if got is None:
+            n = to_piece(vocab, tok, buf, 256, 0, special)
+            got = seen[tok] = buf.raw[:n] if n > 0 else b""
+        return got
 
     return piece

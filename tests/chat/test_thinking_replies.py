@@ -87,7 +87,7 @@ def text_of(eng: LocalChatEngine, tokens) -> str:
      r"<\|end\|><\|start\|>assistant<\|channel\|>final<\|message\|>" + ANSWER, "<|end|>"),
     ("google-gemma-4-31B-it", True,
      r"<\|channel>thought\n[a-z]{3,8}( [a-z]{2,8}){2,5}<channel\|>" + ANSWER, "<channel|>"),
-])
+], ids=["qwen3.5", "qwen3", "ministral-reasoning", "gpt-oss", "gemma4"])
 def test_a_reply_held_to_the_format_is_split_and_counted(open_engine, template, think, reply_regex, end):
     eng = open_engine(template)
     assert eng.thinking is not None
@@ -146,3 +146,25 @@ def test_without_a_budget_the_unclosed_reasoning_is_all_reasoning(open_engine):
     assert reply.stats.reasoning_tokens == reply.stats.decode_tokens == 12
     assert reply.stats.ttfa_s is None
     assert not any(isinstance(e, TextDelta) for e in events)
+
+
+def test_the_forced_end_keeps_to_the_replys_format(open_engine):
+    eng = open_engine("Qwen3.5-4B")
+    forced = eng.decoder.tokenize(BUDGET_MESSAGE + "</think>", add_bos=False, special=True)
+    # The format lets the reasoning end only after the budget's own words, so the model cannot
+    # close it first; the forced tokens must then pass the grammar, and the answer keep to it.
+    reply, events = ask(eng, settings(r"[^<]*time to answer\.\n</think>\n\n[A-Z][a-z]{2,8}\.", think=True,
+                                      think_budget=4,
+                                      max_tokens=4 + len(forced) + 12))
+    done = check_stream(reply, events)
+    assert reply.stats.reasoning_tokens == 4 + len(forced)
+    assert list(done.tokens[4:4 + len(forced)]) == forced
+    assert reply.stats.stop_reason == "stop" and reply.text[0].isupper() and reply.text.endswith(".")
+
+
+def test_a_format_that_refuses_the_forced_end_ends_the_reply_saying_so(open_engine):
+    eng = open_engine("Qwen3.5-4B")
+    reply, _ = ask(eng, settings(r"[a-z ]{1,60}\n</think>\n\nOk\.", think=True, think_budget=3))
+    assert reply.stats.stop_reason == "error"
+    assert "thinking budget" in reply.stats.error and "\n" not in reply.stats.error
+    assert reply.stats.decode_tokens == 3

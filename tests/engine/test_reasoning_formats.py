@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.message import MessageBody
+from app.engine.prompt import TemplateFormat
 from app.engine.reasoning_formats import CLOSED, FREE, OPEN, TemplateThinking, detect, tail_state
 
 TEMPLATES = Path(__file__).parent.parent / "data" / "templates"
@@ -81,3 +83,21 @@ def test_tail_state_reads_the_last_block():
     assert tail_state("<|im_start|>assistant\n", fmt) == FREE
     assert tail_state("<|im_start|>assistant\n<think>\n", fmt) == OPEN
     assert tail_state("<|im_start|>assistant\n<think>\n\n</think>\n\n", fmt) == CLOSED
+
+
+@pytest.mark.parametrize("name", ["Qwen-Qwen3-0.6B", "Qwen3.5-4B", "openai-gpt-oss-120b",
+                                  "google-gemma-4-31B-it", "mistralai-Ministral-3-14B-Reasoning-2512"])
+def test_an_earlier_turns_reasoning_stays_out_of_the_next_prompt(name):
+    fmt = TemplateFormat(read(name), "<s>", "</s>")
+    chat = [MessageBody("user", "Hi"), MessageBody("assistant", "Hello.", reasoning="SECRET PLAN"),
+            MessageBody("user", "Again")]
+    prompt = fmt.render(chat)
+    assert "Hello." in prompt and "SECRET PLAN" not in prompt
+
+
+def test_reasoning_after_the_last_user_turn_is_kept_where_the_template_keeps_it():
+    # Qwen3 shows the reasoning of the turns since the user's last message (a tool loop's).
+    fmt = TemplateFormat(read("Qwen-Qwen3-0.6B"), "<s>", "</s>")
+    chat = [MessageBody("user", "Hi"), MessageBody("assistant", "Calling.", reasoning="SECRET PLAN"),
+            MessageBody("tool", "42", tool_call_id="1", tool_name="calc")]
+    assert "<think>\nSECRET PLAN\n</think>" in fmt.render(chat)
