@@ -25,6 +25,7 @@ from app.engine.events import (
     PrefillStarted,
     Preparing,
     Progress,
+    ReasoningDelta,
     SpecProgress,
     TextDelta,
 )
@@ -62,6 +63,8 @@ class Turn:
     live: bool = False  # the reply in progress, drawn as far as it has got
     reply_total_s: float | None = None  # the record's total, which the footer shows too
     setup_s: float = 0.0  # of wait_s, from Send: the constraint's setup (the record's grammar_setup_s)
+    reasoning_tokens: int = 0  # of decode_tokens, those a thinking model spent before its answer
+    ttfa_s: float | None = None  # its first answer token, from Send (None: no reasoning came first)
 
     @property
     def total_s(self) -> float:
@@ -88,7 +91,8 @@ def turn_from(stats: ReplyStats, prefill_began: float | None) -> Turn:
     decode = max(stats.total_s - ttft, 0.0) if ttft is not None else 0.0
     return Turn(wait, prefill, decode, stats.cached_tokens or 0, stats.prefill_tokens or 0,
                 stats.decode_tokens or 0, ttft, stats.decode_tok_s or stats.wall_decode_tok_s,
-                reply_total_s=stats.total_s, setup_s=min(stats.grammar_setup_s or 0.0, wait))
+                reply_total_s=stats.total_s, setup_s=min(stats.grammar_setup_s or 0.0, wait),
+                reasoning_tokens=stats.reasoning_tokens or 0, ttfa_s=stats.ttfa_s)
 
 
 @dataclass
@@ -133,6 +137,11 @@ class Snapshot:
     grammar_ms: float | None = None
     prompt_tok_s: float | None = None  # live, while the prompt is read: its running rate
     preparing: str | None = None  # live, while the wait is spent on it (Preparing.what)
+    # A thinking model's reply: the tokens of reasoning so far (then the record's), whether it is
+    # thinking now, and its first answer token from Send (live until the record's).
+    reasoning_tokens: int = 0
+    thinking: bool = False
+    ttfa_s: float | None = None
 
     @property
     def started(self) -> bool:
@@ -163,6 +172,8 @@ class LiveGauges:
     grammar_ms: float | None = None  # its cost per token so far (Progress)
     preparing: str | None = None  # what the wait is spent on (Preparing), until the prefill
     setup_s: float = 0.0  # of the live reply's wait, the setup Preparing announced
+    reasoning_tokens: int = 0  # generated when the last reasoning text came
+    t_answer: float | None = None  # the first answer text after reasoning
     stats: ReplyStats | None = None
     kv_used: int = 0
     streaming: bool = True
@@ -183,8 +194,9 @@ class LiveGauges:
         self.ttft = self.t_first = self.t_prefill = None
         self.generated = self.cached = self.cached_disk = self.new_total = self.new_done = self.kv_used = 0
         self.progress_rate = self.prompt_rate = None
-        self.spec = self.preparing = None
+        self.spec = self.preparing = self.t_answer = None
         self.setup_s = 0.0
+        self.reasoning_tokens = 0
         self.stats = None
         self.deltas.clear()
         self.series = []
@@ -234,7 +246,12 @@ class LiveGauges:
         elif isinstance(ev, FirstToken):
             self.ttft, self.t_first, self.phase = ev.ttft_s, now, "decode"
             self.new_done = self.new_total
+        elif isinstance(ev, ReasoningDelta):
+            self.generated = self.reasoning_tokens = ev.generated
+            self.deltas.append((ev.t, ev.generated))
         elif isinstance(ev, TextDelta):
+            if self.reasoning_tokens and self.t_answer is None:
+                self.t_answer = ev.t
             self.generated = ev.generated
             self.deltas.append((ev.t, ev.generated))
         elif isinstance(ev, Finished):
@@ -346,4 +363,7 @@ class LiveGauges:
             grammar_ms=self.grammar_ms if self.active else (st.grammar_ms_per_token if st else None),
             prompt_tok_s=self.prompt_rate if self.active and self.phase == "prefill" else None,
             preparing=self.preparing if self.active and self.phase == "waiting" else None,
+            reasoning_tokens=(st.reasoning_tokens or 0) if st else self.reasoning_tokens,
+            thinking=self.active and bool(self.reasoning_tokens) and self.t_answer is None,
+            ttfa_s=st.ttfa_s if st else (None if self.t_answer is None else self.t_answer - self.t_submit),
         )

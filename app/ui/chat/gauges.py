@@ -123,6 +123,12 @@ def grammar_words(s: Snapshot) -> str | None:
     return f"Grammar {fig}{share}"
 
 
+def _thought(s: Snapshot) -> str:
+    """Of the decoded cells, those a thinking model's reasoning holds: they stay in the cache
+    for this reply, though a later prompt may leave them out."""
+    return f" (thinking {min(s.reasoning_tokens, s.kv_generated)})" if s.reasoning_tokens else ""
+
+
 def legend(setup: bool) -> str:
     """The timeline's colours; the format's setup among them only while a turn shown has one
     (a model's first constrained reply), so the usual legend keeps to one line."""
@@ -138,7 +144,9 @@ def turn_line(number: int, t: Turn) -> str:
     head = f"#{number}: TTFT {duration(t.ttft_s)}" if t.ttft_s is not None else f"#{number}: no text"
     decode = f" · {t.decode_tokens} tok" if t.ttft_s is not None else ""
     setup = f" · format setup {duration(t.setup_s)}" if t.setup_s >= SETUP_NAMED_S else ""
-    return f"{head} ({tokens}){decode}{setup} · total {t.total_s:.2f} s"
+    thought = f" · thought {t.reasoning_tokens} tok" if t.reasoning_tokens else ""
+    answer = f", answer at {duration(t.ttfa_s)}" if t.reasoning_tokens and t.ttfa_s is not None else ""
+    return f"{head} ({tokens}){decode}{thought}{answer}{setup} · total {t.total_s:.2f} s"
 
 
 def turn_tip(t: Turn) -> str:
@@ -290,7 +298,8 @@ class GaugesPanel(QScrollArea):
             decode = st.decode() or (rate(st.wall_decode_tok_s, 1) if st.remote else None)
         else:
             ttft, prefill, decode = duration(s.ttft_s), None, rate(s.rate_tok_s if s.active else None, 1)
-        self.ttft.set_figure(ttft)
+        # A thinking model's first answer token, under the first token of any kind.
+        self.ttft.set_figure(ttft, f"answer at {duration(s.ttfa_s)}" if s.ttfa_s is not None else "")
         streaming_off = not s.streaming and s.ttft_final
         self.ttft.caption.setText("TTFT…" if s.active and not s.ttft_final else
                                   ("First token" if streaming_off else "TTFT"))
@@ -356,7 +365,8 @@ class GaugesPanel(QScrollArea):
                                f"{prompt_words(s.kv_new, s.kv_new_total, s.prompt_tok_s)}")
         elif s.active:
             left = f" · ≤ {s.remaining_s:.0f} s to go" if s.remaining_s is not None else ""
-            self.phase.setText(f"generating · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok{left}")
+            doing = "thinking" if s.thinking else "generating"
+            self.phase.setText(f"{doing} · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok{left}")
         elif s.stats is not None:  # the footer's total, not a second clock's
             self.phase.setText(f"done in {s.stats.total()} · {s.generated} tok")
         else:
@@ -371,7 +381,7 @@ class GaugesPanel(QScrollArea):
         pct = f" ({100 * used / s.n_ctx:.0f}%)" if s.n_ctx else ""
         self.kv_text.setText(
             f"{swatch(CACHED, _cached(s))} &nbsp; {swatch(NEW, f'new {s.kv_new}')} &nbsp; "
-            f"{swatch(GENERATED, f'decoded {s.kv_generated}')}<br>{used}/{s.n_ctx} tokens{pct}")
+            f"{swatch(GENERATED, f'decoded {s.kv_generated}{_thought(s)}')}<br>{used}/{s.n_ctx} tokens{pct}")
 
 
 class MachineFeed(QObject):
