@@ -67,6 +67,10 @@ class LiveConversation:
     # Replies of its current turn that called tools (the tool loop's bound); kept with the
     # conversation, since its turn may go on while another conversation is shown.
     tool_rounds: int = 0
+    # How a thinking model thinks in this conversation's next replies (GenerationSettings.think
+    # and think_budget): None follows the template's default, and no budget.
+    think: bool | str | None = None
+    think_budget: int | None = None
 
     def waiting_calls(self) -> list[ToolCall]:
         """The last reply's calls that have no result yet (a declared tool's: the user answers)."""

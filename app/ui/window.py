@@ -42,6 +42,7 @@ from app.ui.chat.gauges import GaugesPanel, MachineFeed
 from app.ui.chat.presets_menu import PresetsMenu
 from app.ui.chat.reply_format import ReplyFormatChooser, follow_conversations
 from app.ui.chat.setup_row import SetupRow
+from app.ui.chat.thinking_chooser import ThinkingChooser, follow_thinking
 from app.ui.chat.tool_result_box import ToolResultBox
 from app.ui.chat.tools_chooser import ToolsChooser, follow_tools
 from app.ui.chat.view import ChatView
@@ -116,6 +117,7 @@ class MainWindow(QMainWindow):
         self.system_prompt.textChanged.connect(self._on_system_prompt)
         self.reply_format = ReplyFormatChooser()
         self.tools = ToolsChooser()
+        self.thinking = ThinkingChooser()
         self.tool_result = ToolResultBox()
         self.actions_row = ActionsRow()
         a = self.actions_row
@@ -156,7 +158,8 @@ class MainWindow(QMainWindow):
             self.load_model(self.remote or self.model_path)
 
     def _build_layout(self) -> None:
-        self.setup_row = SetupRow(self.system_prompt, [self.reply_format, self.tools, self.presets])
+        self.setup_row = SetupRow(self.system_prompt, [self.reply_format, self.tools, self.thinking,
+                                                       self.presets])
         chat = QWidget()
         col = QVBoxLayout(chat)
         col.setContentsMargins(0, 0, 0, 0)
@@ -203,6 +206,7 @@ class MainWindow(QMainWindow):
         self.compare_button.clicked.connect(self.open_compare)
         follow_conversations(self.reply_format, self.flow, self.bar)
         follow_tools(self.tools, self.flow)
+        follow_thinking(self.thinking, self.flow)
         self.flow.tool_waiting.connect(self.tool_result.show_waiting)
         self.tool_result.submitted.connect(self.flow.give_result)
         self.flow.busy_changed.connect(lambda _b: self._update_actions())
@@ -259,6 +263,7 @@ class MainWindow(QMainWindow):
         self.loaded = info
         gc_pauses.settle()  # nothing streams now: the collection a reply would have paid for
         self.flow.use_model(info.n_ctx, info.limits)
+        self.thinking.use_model(info.thinking)
         if self.recorder is not None:
             self.recorder.model = info.identity
         self.model_bar.set_loaded(info.report)

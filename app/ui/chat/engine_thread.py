@@ -25,6 +25,7 @@ from typing import Protocol
 from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 
 from app.chat.engines import EngineTarget, ReplyEngine, WhereItRuns, open_engine
+from app.chat.thinking_controls import ThinkingControls
 from app.engine.control import CancelToken
 from app.engine.errors import ContextOverflowError
 from app.engine.loader import LoadedModel
@@ -54,6 +55,7 @@ class Loaded:
     model: LoadedModel | None
     limits: Limits | None = None  # the bandwidth gauge (None: a server, a GPU)
     notes: tuple[str, ...] = ()  # ReplyEngine.notes: one-line warnings about this setup, shown once
+    thinking: ThinkingControls | None = None  # a thinking template's switches (None: it has none)
 
 
 @dataclass
@@ -113,7 +115,7 @@ class EngineWorker(QObject):
         where = (target.endpoint.base_url if target.endpoint
                  else str(Path(target.path or eng.report.model_path)))
         self.loaded.emit(Loaded(where, eng.report, eng.notice, eng.n_ctx or 0, eng.identity(), eng.weights,
-                                eng.limits, tuple(eng.notes)))
+                                eng.limits, tuple(eng.notes), ThinkingControls.of(eng)))
 
     @Slot(object)
     def generate(self, job: Job) -> None:

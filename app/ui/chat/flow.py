@@ -192,8 +192,9 @@ class ChatFlow(ToolTurns, QObject):
 
     def turn_settings(self) -> GenerationSettings:
         """The window's settings for the next turn, held to the conversation's reply format."""
-        settings = self.settings_source()
-        constraint = self.conversation.reply_format.constraint()
+        conv = self.conversation
+        settings = replace(self.settings_source(), think=conv.think, think_budget=conv.think_budget)
+        constraint = conv.reply_format.constraint()
         return settings if constraint is None else replace(settings, constraint=constraint)
 
     def set_reply_format(self, fmt: ReplyFormat) -> None:
@@ -426,7 +427,7 @@ class ChatFlow(ToolTurns, QObject):
         if reply.stats.error is not None:
             self._fail(reply.stats.error, False, reply)
             return
-        if reply.stats.stop_reason == "cancelled" and not reply.text:
+        if reply.stats.stop_reason == "cancelled" and not reply.text and not reply.reasoning:
             self._fail("Stopped before the first token", False, reply, level="info")
             return
         run = self._run
@@ -472,14 +473,15 @@ class ChatFlow(ToolTurns, QObject):
         conv, shown = run.conversation, self.busy
         where = "" if shown else f"In «{run.title}»: "
         text = reply.text if reply is not None else "".join(run.parts)
+        thought = reply.reasoning if reply is not None else run.thinking.text()
         stats = reply.stats if reply is not None else None
         kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
-        if text:
+        if text or thought:  # stopped while thinking: the reasoning is kept as the reply so far
             msg = LiveMessage("assistant", text, stats=stats, state=INTERRUPTED,
-                              format=reply_kind(run.job.settings.constraint),
-                              reasoning=reply.reasoning if reply is not None else run.thinking.text())
+                              format=reply_kind(run.job.settings.constraint), reasoning=thought)
             conv.messages.append(msg)
-            if self.recorder is not None and self.recorder.abandon(run.turn, text, stats=stats):
+            if self.recorder is not None and self.recorder.abandon(run.turn, text, stats=stats,
+                                                                   reasoning=msg.reasoning or None):
                 msg.id = run.turn.reply_message_id
                 if run.replaces is not None:
                     msg.alternatives = run.replaces.branched(msg.id)
@@ -520,14 +522,15 @@ class ChatFlow(ToolTurns, QObject):
     def _save_progress(self) -> None:
         run = self._run
         if self.recorder is not None and run is not None:
-            self.recorder.progress(run.turn, "".join(run.parts))
+            self.recorder.progress(run.turn, "".join(run.parts), run.thinking.text() or None)
 
     def _cut_reply(self) -> None:
         """The user left the reply (its conversation deleted, the window closed): the question
         stays, and so does any text shown, sealed as interrupted."""
         run = self._run
         if self.recorder is not None and run is not None:
-            self.recorder.abandon(run.turn, "".join(run.parts), keep_question=True)
+            self.recorder.abandon(run.turn, "".join(run.parts), keep_question=True,
+                                  reasoning=run.thinking.text() or None)
 
     def _end_job(self) -> None:
         shown = self.busy
