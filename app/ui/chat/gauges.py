@@ -123,10 +123,16 @@ def grammar_words(s: Snapshot) -> str | None:
     return f"Grammar {fig}{share}"
 
 
+def _answer(s: Snapshot) -> str:
+    """A thinking model's first answer token, beside the status: TTFT's tile is the first token
+    of any kind, and a second figure in the tile would widen the panel."""
+    return f" · answer at {duration(s.ttfa_s)}" if s.ttfa_s is not None else ""
+
+
 def _thought(s: Snapshot) -> str:
     """Of the decoded cells, those a thinking model's reasoning holds: they stay in the cache
     for this reply, though a later prompt may leave them out."""
-    return f" (thinking {min(s.reasoning_tokens, s.kv_generated)})" if s.reasoning_tokens else ""
+    return f" · {min(s.reasoning_tokens, s.kv_generated)} of them thinking" if s.reasoning_tokens else ""
 
 
 def legend(setup: bool) -> str:
@@ -298,8 +304,7 @@ class GaugesPanel(QScrollArea):
             decode = st.decode() or (rate(st.wall_decode_tok_s, 1) if st.remote else None)
         else:
             ttft, prefill, decode = duration(s.ttft_s), None, rate(s.rate_tok_s if s.active else None, 1)
-        # A thinking model's first answer token, under the first token of any kind.
-        self.ttft.set_figure(ttft, f"answer at {duration(s.ttfa_s)}" if s.ttfa_s is not None else "")
+        self.ttft.set_figure(ttft)
         streaming_off = not s.streaming and s.ttft_final
         self.ttft.caption.setText("TTFT…" if s.active and not s.ttft_final else
                                   ("First token" if streaming_off else "TTFT"))
@@ -366,9 +371,10 @@ class GaugesPanel(QScrollArea):
         elif s.active:
             left = f" · ≤ {s.remaining_s:.0f} s to go" if s.remaining_s is not None else ""
             doing = "thinking" if s.thinking else "generating"
-            self.phase.setText(f"{doing} · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok{left}")
+            self.phase.setText(f"{doing} · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok{left}"
+                               f"{_answer(s)}")
         elif s.stats is not None:  # the footer's total, not a second clock's
-            self.phase.setText(f"done in {s.stats.total()} · {s.generated} tok")
+            self.phase.setText(f"done in {s.stats.total()} · {s.generated} tok{_answer(s)}")
         else:
             self.phase.setText(f"done in {s.elapsed_s:.2f} s · {s.generated} tok")
 
@@ -381,7 +387,7 @@ class GaugesPanel(QScrollArea):
         pct = f" ({100 * used / s.n_ctx:.0f}%)" if s.n_ctx else ""
         self.kv_text.setText(
             f"{swatch(CACHED, _cached(s))} &nbsp; {swatch(NEW, f'new {s.kv_new}')} &nbsp; "
-            f"{swatch(GENERATED, f'decoded {s.kv_generated}{_thought(s)}')}<br>{used}/{s.n_ctx} tokens{pct}")
+            f"{swatch(GENERATED, f'decoded {s.kv_generated}')}<br>{used}/{s.n_ctx} tokens{pct}{_thought(s)}")
 
 
 class MachineFeed(QObject):

@@ -69,7 +69,7 @@ class LiveThinking:
 
     def clock(self, now: float) -> str:
         """The live block's line while the model thinks: 'Thinking… 7.2 s'."""
-        return f"{CLOSED} Thinking\u2026 {now - (self.t_first or now):.1f} s"
+        return f"{OPENED} Thinking\u2026 {now - (self.t_first or now):.1f} s"
 
     def folded_line(self) -> str:
         """The line the block folds to when the answer starts, before the reply's own record
