@@ -113,6 +113,23 @@ def test_search_finds_a_message_in_another_conversation_and_opens_it(qtbot, make
     assert len(panel.ids()) == 2
 
 
+def test_search_looks_in_the_thinking_only_when_asked(qtbot, make_window):
+    from app.history.store import Store
+
+    with Store.open() as s:
+        thought = s.create_conversation()
+        s.add_message(thought, "user", "Which bird?")
+        s.add_message(thought, "assistant", "The heron.", reasoning="Maybe a pelican; no, a heron.")
+    seed("Pelican facts?", "A pelican has a pouch.")
+    win = make_window(small_config())
+    panel = win.history_panel
+    qtbot.keyClicks(panel.search, "pelican")
+    assert thought not in panel.ids() and len(panel.ids()) == 1  # answers only
+    panel.in_thinking.setChecked(True)
+    assert thought in panel.ids() and len(panel.ids()) == 2
+    assert panel.item_for(thought).data(Qt.ItemDataRole.UserRole + 1).startswith("assistant (thinking): ")
+
+
 LONG = "Count from 1 to 300 in words, one number per line."
 
 

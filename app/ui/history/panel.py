@@ -21,6 +21,7 @@ from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QHBoxLayout,
     QLineEdit,
     QListWidget,
@@ -127,6 +128,11 @@ class HistoryPanel(QWidget):
         self.search.setPlaceholderText("Search messages…")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(lambda _t: self.refresh())
+        # Answers only unless asked: a thinking model's reasoning is long, folded and full of
+        # ideas it dropped, and would bury the answers a search is usually for.
+        self.in_thinking = QCheckBox("Search thinking too")
+        self.in_thinking.setToolTip("Also find text in thinking models' reasoning, not only in messages")
+        self.in_thinking.toggled.connect(lambda _on: self.refresh())
         self.list = QListWidget()
         self.list.setItemDelegate(_TwoLineDelegate(lambda: self.generating_id, self.list))
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
@@ -148,6 +154,7 @@ class HistoryPanel(QWidget):
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         col.addWidget(self.search)
+        col.addWidget(self.in_thinking)
         col.addWidget(self.list, 1)
         col.addLayout(buttons)
         self.setMinimumWidth(170)
@@ -195,10 +202,11 @@ class HistoryPanel(QWidget):
 
     def _hits(self, q: str):
         seen: set[int] = set()
-        for h in self.store.search(q):
+        for h in self.store.search(q, include_reasoning=self.in_thinking.isChecked()):
             if h.conversation_id not in seen:  # one row per conversation, its first match
                 seen.add(h.conversation_id)
-                yield h.conversation_id, h.title, f"{h.role}: {h.snippet}", False
+                where = f"{h.role} (thinking)" if h.in_reasoning else h.role
+                yield h.conversation_id, h.title, f"{where}: {h.snippet}", False
 
     def set_generating(self, conv_id: int | None) -> None:
         """Mark the row of the conversation whose reply is being written (None: no row)."""
