@@ -142,6 +142,7 @@ class Snapshot:
     reasoning_tokens: int = 0
     thinking: bool = False
     ttfa_s: float | None = None
+    think_budget: int | None = None  # live: the reply's thinking budget, whose fill is shown
 
     @property
     def started(self) -> bool:
@@ -173,6 +174,7 @@ class LiveGauges:
     preparing: str | None = None  # what the wait is spent on (Preparing), until the prefill
     setup_s: float = 0.0  # of the live reply's wait, the setup Preparing announced
     reasoning_tokens: int = 0  # generated when the last reasoning text came
+    think_budget: int | None = None  # the live reply's thinking budget (None: none)
     t_answer: float | None = None  # the first answer text after reasoning
     stats: ReplyStats | None = None
     kv_used: int = 0
@@ -185,9 +187,11 @@ class LiveGauges:
     _last_sample: float = 0.0
 
     def start(self, now: float, max_tokens: int, n_ctx: int, streaming: bool = True,
-              constrained: bool = False) -> None:
+              constrained: bool = False, think_budget: int | None = None) -> None:
         """A reply was sent; `constrained`: it is kept to a schema or grammar, so the panel keeps
-        the grammar's line from the start (its figure comes with the decode's first Progress)."""
+        the grammar's line from the start (its figure comes with the decode's first Progress);
+        `think_budget`: a thinking model's budget, whose fill the status shows while it thinks."""
+        self.think_budget = think_budget
         self.constrained, self.grammar_ms = constrained, None
         self.active, self.phase = True, "waiting"
         self.t_submit, self.max_tokens, self.n_ctx, self.streaming = now, max_tokens, n_ctx, streaming
@@ -365,5 +369,6 @@ class LiveGauges:
             preparing=self.preparing if self.active and self.phase == "waiting" else None,
             reasoning_tokens=(st.reasoning_tokens or 0) if st else self.reasoning_tokens,
             thinking=self.active and bool(self.reasoning_tokens) and self.t_answer is None,
+            think_budget=self.think_budget if self.active else None,
             ttfa_s=st.ttfa_s if st else (None if self.t_answer is None else self.t_answer - self.t_submit),
         )

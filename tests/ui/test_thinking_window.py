@@ -50,6 +50,10 @@ def test_a_thinking_reply_streams_folds_and_keeps_its_reasoning_apart(qtbot, mak
         win.flow.send()
         qtbot.waitUntil(lambda: "Thinking…" in win.view.toPlainText(), timeout=60_000)
         seen.append(win.view.toPlainText())
+        if win.flow.gauges.t_answer is None:  # still thinking: the status shows the budget's fill
+            qtbot.waitUntil(lambda: "of its budget" in win.gauges.phase.text() or
+                            win.flow.gauges.t_answer is not None, timeout=5_000)
+            assert win.flow.gauges.t_answer is not None or "/12 of its budget)" in win.gauges.phase.text()
         qtbot.waitUntil(lambda: "Thought for" in win.view.toPlainText() or not win.flow.busy,
                         timeout=60_000)
         seen.append(win.view.toPlainText())

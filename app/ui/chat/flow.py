@@ -361,7 +361,7 @@ class ChatFlow(ToolTurns, QObject):
         opening = JSON_FENCE if reply_kind(settings.constraint) or job.tools is not None else ""
         self._run = _Running(job, conv, turn, gauges, opening)
         gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming(),
-                     constrained=settings.constraint is not None)
+                     constrained=settings.constraint is not None, think_budget=settings.think_budget)
         if shown:
             self.view.begin_live(self._waiting_line(0.0))
             self.composer.set_busy(True)

@@ -370,7 +370,10 @@ class GaugesPanel(QScrollArea):
                                f"{prompt_words(s.kv_new, s.kv_new_total, s.prompt_tok_s)}")
         elif s.active:
             left = f" · ≤ {s.remaining_s:.0f} s to go" if s.remaining_s is not None else ""
-            doing = "thinking" if s.thinking else "generating"
+            doing = "generating"
+            if s.thinking:
+                doing = "thinking" + (f" ({s.reasoning_tokens}/{s.think_budget} of its budget)"
+                                      if s.think_budget is not None else "")
             self.phase.setText(f"{doing} · {s.elapsed_s:.1f} s · {s.generated}/{s.max_tokens} tok{left}"
                                f"{_answer(s)}")
         elif s.stats is not None:  # the footer's total, not a second clock's
