@@ -10,6 +10,7 @@ from app.chat.remote_engine import RemoteChatEngine
 from app.engine.events import FirstToken, ReasoningDelta, TextDelta
 from app.engine.sampling import GenerationSettings
 from app.remote.endpoint import Endpoint
+from app.remote.reasoning import thinking_fields, unsent
 from tests.remote.thinking_servers import thinking
 from tests.remote.vllm_standin import ANSWER, PROMPT_TOKENS, THOUGHT, StandIn
 
@@ -121,3 +122,20 @@ def test_a_budget_a_server_cannot_take_is_said_once(engine, standin, monkeypatch
     body = standin.bodies[-1]
     assert body.get("reasoning_effort") == "low" and "thinking_token_budget" not in body
     assert len([s for s in engine.said if "budget" in s]) == 1
+
+
+LLAMA_ON = {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_format": "deepseek"}
+
+
+@pytest.mark.parametrize("kind, think, budget, sent, said", [
+    ("llama-server", True, 256, {**LLAMA_ON, "reasoning_budget_tokens": 256}, 0),
+    ("llama-server", "medium", None, {**LLAMA_ON, "reasoning_effort": "medium"}, 0),
+    ("llama-server", None, None, {}, 0),
+    ("Ollama", False, None, {"reasoning_effort": "none"}, 0),
+    ("Ollama", "low", 10, {"reasoning_effort": "low"}, 1),  # no budget field
+    ("llamadesk serve", True, 10, {}, 2),  # it refuses fields it cannot honour: none are sent, both said
+])
+def test_each_server_kind_is_sent_the_thinking_fields_it_takes(kind, think, budget, sent, said):
+    s = thinking(SHORT, think, budget)
+    assert thinking_fields(kind, s) == sent
+    assert len(unsent(kind, s)) == said
