@@ -3,12 +3,12 @@ a real thinking model's chat template and llama-server's own reasoning parser.
 
 The bundled Gemma 3 270M is no thinking model, but llama-server does not know: it decides how to
 split the thinking from the answer by analysing the chat template (common/chat.cpp), and streams
-what it splits off as `reasoning_content`. So the template is a real one (Qwen3's, or a DeepSeek
-R1 distill's, copied unchanged into tests/data/templates/), given with `--chat-template-file`,
-which is the same template source llama-server would read from a GGUF's `tokenizer.chat_template`.
-The small base model never writes `</think>` by itself: the tests hold its output to the thinking
-shape with llama-server's `grammar` request field (taken by /v1/chat/completions: tools/server/
-server-common.cpp), or end the thinking with the reasoning budget, which forces the end tag.
+what it splits off as `reasoning_content`. So the template is a real one (Qwen3's, copied unchanged
+into tests/data/templates/), given with `--chat-template-file`: the same template source
+llama-server would read from a GGUF's `tokenizer.chat_template`, without writing a 250 MB copy of
+the model per run. The small base model never writes `</think>` by itself: the tests hold its
+output to the thinking shape with llama-server's `grammar` request field (which
+/v1/chat/completions takes: tools/server/server-common.cpp).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from tests.remote.servers import start_llama_server
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "templates"
 QWEN3 = TEMPLATES / "Qwen-Qwen3-0.6B.jinja"
-R1 = TEMPLATES / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 
 # Qwen3's shape, with the thinking and the answer free but short: the answer's opening words are
 # fixed so a test can tell it from the thinking, and nothing else in it can look like a tag.
