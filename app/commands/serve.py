@@ -23,8 +23,10 @@ from app.commands.common import (
     note,
     speculative_mode,
 )
+from app.engine.sampling import INT32_MAX
 from app.engine.stats import SPEC_LABELS
 from app.errors import LlamaDeskError
+from app.openai_compat.reasoning_params import FORMATS as REASONING_FORMATS
 from app.remote.errors import EndpointConfigError
 from app.remote.keys import key_from_env
 from app.slots.context import MAX_SEQ, MAX_TOTAL_CTX, MIN_SLOT_CTX
@@ -63,6 +65,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "CORS; every other page is refused; repeatable")
     p.add_argument("--max-waiting", type=int, default=64, metavar="N",
                    help="online requests that may wait for a slot; past it, 429 (default 64)")
+    p.add_argument("--reasoning-format", choices=REASONING_FORMATS, default="auto",
+                   help="a thinking model's replies: its reasoning apart in reasoning_content (auto, "
+                        "deepseek: the default) or all of it in content (none); a request's "
+                        "reasoning_format overrides it")
+    p.add_argument("--reasoning-budget", type=int, default=-1, metavar="N",
+                   help="the most tokens a thinking model may reason before its answer is forced to start "
+                        "(default -1: no limit; 0: answer at once); a request's reasoning_budget_tokens "
+                        "overrides it")
     add_model_args(p, ctx=DEFAULT_SLOT_CTX, ctx_help="context length of each slot", several=True)
     add_speculative_args(p, "while a request decodes alone (no other slot busy, none waiting)")
     g = p.add_argument_group("several models (any of these, or --model more than once: each model is loaded "
@@ -174,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     check_range("--parallel", args.parallel, 1, MAX_SEQ - ONLINE_RESERVE)
     check_range("--ctx", args.ctx, MIN_SLOT_CTX)
     check_range("--max-waiting", args.max_waiting, 1, 100_000)
+    check_range("--reasoning-budget", args.reasoning_budget, -1, INT32_MAX)
     spec_mode = speculative_mode(args)
     if (args.parallel + ONLINE_RESERVE) * args.ctx > MAX_TOTAL_CTX:
         raise ValueError(f"--parallel {args.parallel} with --ctx {args.ctx} needs more than "
@@ -211,8 +222,9 @@ def run(args: argparse.Namespace) -> int:
                 raise
             try:
                 model_id = path.name
-                app = create_app(host, model_id, key, store=store, bind=args.host, allow_hosts=hosts,
-                                 allow_origins=origins)
+                app = create_app(host, model_id, key, _defaults(args), store=store, bind=args.host,
+                                 allow_hosts=hosts, allow_origins=origins,
+                                 reasoning_format=args.reasoning_format)
                 note(f"serving {model_id} on http://{args.host}:{args.port}/v1 · {args.parallel} slots of "
                      f"{host.slot_ctx} tokens · runs on {model.report.runs_on}"
                      + (f" · speculative: {SPEC_LABELS[spec_mode]}" if spec_mode else "")
@@ -227,6 +239,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sock.close()  # the store stays open: a batch's thread may still be writing as the process ends
     return 0
+
+
+def _defaults(args: argparse.Namespace):
+    """Every request's settings before its body: the server's thinking budget (-1: none)."""
+    from app.engine.sampling import GenerationSettings
+
+    return GenerationSettings(think_budget=None if args.reasoning_budget < 0 else args.reasoning_budget)
 
 
 def _speculation(mode: str | None, draft_path: str | None, model, opts, slot_ctx: int):
@@ -290,7 +309,8 @@ def _run_several(args: argparse.Namespace, opts, slot_ctx: int, key, hosts, orig
                         ("--models-memory", args.models_memory)):
         if value is not None and not 0 <= value < 1e9:
             raise ValueError(f"{flag} must be a number of at least 0, got {value}")
-    settings = ServeSettings(opts, args.parallel, slot_ctx, args.max_waiting)
+    settings = ServeSettings(opts, args.parallel, slot_ctx, args.max_waiting, _defaults(args),
+                             args.reasoning_format)
     named, found = model_paths(args)
     specs = [settings.spec(p) for p in named] + [settings.found(p) for p in found]
     unusable = [s for s in specs if s.error is not None]

@@ -13,13 +13,16 @@ from app.openai_compat.tools import ToolCalls
 FINISH = {"stop": "stop", "length": "length", "error": "stop", "cancelled": "stop"}
 
 
-def assistant_message(text: str, tools: ToolCalls | None, stop_reason: str) -> tuple[dict, str]:
-    """(the message, its finish_reason)."""
+def assistant_message(text: str, tools: ToolCalls | None, stop_reason: str,
+                      reasoning: str = "") -> tuple[dict, str]:
+    """(the message, its finish_reason). A thinking reply's `reasoning` is llama-server's
+    `reasoning_content`, there only when there is some, as llama-server writes it."""
     finish = FINISH.get(stop_reason, "stop")
+    thought = {"reasoning_content": reasoning} if reasoning else {}
     if tools is None:
-        return {"role": "assistant", "content": text}, finish
+        return {"role": "assistant", "content": text, **thought}, finish
     content, calls = tools.read(text)
-    message: dict = {"role": "assistant", "content": content}
+    message: dict = {"role": "assistant", "content": content, **thought}
     if calls:
         message["tool_calls"] = calls
         finish = "tool_calls"

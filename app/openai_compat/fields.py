@@ -116,7 +116,11 @@ def messages(raw) -> list[MessageBody]:
                                  "assistant message")
             role, text = "user", (f"The tool {called[cid]} returned: {text}\n"
                                   "Use this result to answer the request.")
-        out.append(MessageBody(role, text))
+        # An earlier reply's reasoning (llama-server reads it too): the template keeps it or not.
+        thought = m.get("reasoning_content") if role == "assistant" else None
+        if thought is not None and not is_text(thought):
+            raise ValueError(f"{where}.reasoning_content must be text")
+        out.append(MessageBody(role, text, reasoning=thought or ""))
     return out
 
 

@@ -6,20 +6,23 @@ sampling fields with OpenAI's penalties and logit_bias, stop strings,
 streaming, n choices, logprobs (and a completion's echo), prompts as text or
 token ids, response_format (text, any JSON object, a JSON schema),
 llama-server's own `json_schema` and `grammar`, and tools with tool_choice and
-parallel_tool_calls (app.openai_compat.tools). A constraint is compiled here,
+parallel_tool_calls (app.openai_compat.tools), a thinking model's fields
+(app.openai_compat.reasoning_params). A constraint is compiled here,
 so one that cannot be enforced is refused before the request queues for a
 slot. Token ids are checked against a vocabulary by whoever knows the model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from app.engine.grammar import Constraint, GrammarError, compile_grammar
 from app.engine.logprobs import MAX_TOP
 from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
 from app.openai_compat.fields import is_text, messages, real, settings_from_body, show, whole
+from app.openai_compat.reasoning_params import FIELDS as REASONING_FIELDS
+from app.openai_compat.reasoning_params import ReasoningAsk, reasoning_of
 from app.openai_compat.refusal import RequestError, bad
 from app.openai_compat.tools import ToolCalls, parse_tools
 
@@ -31,7 +34,8 @@ COMMON = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p"
           "presence_penalty", "frequency_penalty", "logit_bias", "ignore_eos", "response_format",
           "json_schema", "grammar"}
 CHAT = COMMON | {"messages", "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call",
-                 "reasoning_effort", "modalities", "audio", "prediction", "web_search_options"}
+                 "reasoning_effort", "modalities", "audio", "prediction", "web_search_options",
+                 *REASONING_FIELDS}
 COMPLETION = COMMON | {"prompt", "echo", "best_of", "suffix"}
 MAX_CHOICES = 64  # n x prompts in one request: each is a slot request of its own
 # A completion that names no max_tokens writes this many, as OpenAI's and vLLM's do: clients
@@ -55,6 +59,7 @@ class Parsed:
     echo: bool = False  # a completion's text (and logprobs) start with its prompt's
     generate: bool = True  # False: echo with max_tokens 0, the prompt scored and nothing written
     constraint_param: str | None = None  # the field the constraint came from, for its refusals
+    reasoning: ReasoningAsk = field(default_factory=ReasoningAsk)  # a thinking model's (chat only)
 
     @property
     def logprobs(self) -> bool:
@@ -69,7 +74,7 @@ def _unsupported(body: dict, allowed: set[str]) -> None:
     for k in body:
         if k not in allowed and k not in HARMLESS:
             raise RequestError(400, f"Unrecognized request argument supplied: {k}", k, "unknown_parameter")
-    for k in ("functions", "function_call", "audio", "prediction", "web_search_options", "reasoning_effort"):
+    for k in ("functions", "function_call", "audio", "prediction", "web_search_options"):
         if body.get(k):
             raise bad(k, f"{k} is not supported by this server (functions: use tools)")
     if body.get("modalities") not in (None, ["text"]):
@@ -252,9 +257,12 @@ def parse(body, kind: str, defaults: GenerationSettings) -> Parsed:
         constraint, param = tools.constraint(), "tools"
         msgs = with_tools(msgs or [], tools)
     s = replace(s, constraint=_compiled(constraint, param))
+    ask = ReasoningAsk()
+    if kind == "chat":
+        ask, s.think, s.think_budget = reasoning_of(body, s.think, s.think_budget)
     prompts = prompts_of(body.get("prompt")) if kind == "completion" else None
     p = Parsed(model, s, stream, bool(opts.get("include_usage")), msgs, prompts, tools, n,
-               _flag(body, "echo") if kind == "completion" else False, generate, param)
+               _flag(body, "echo") if kind == "completion" else False, generate, param, ask)
     if p.choices > MAX_CHOICES:
         raise bad("n", f"n x prompts is {p.choices}; one request takes at most {MAX_CHOICES} choices")
     return p

@@ -58,11 +58,14 @@ def front_door(app: FastAPI, api_key: str | None, bind: str, allow_hosts: Iterab
 def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
                defaults: GenerationSettings | None = None, data_dir=None, *, store: BatchStore | None = None,
                bind: str = "127.0.0.1", allow_hosts: Iterable[str] = (),
-               allow_origins: Iterable[str] = (), guarded: bool = True) -> FastAPI:
+               allow_origins: Iterable[str] = (), guarded: bool = True,
+               reasoning_format: str = "auto") -> FastAPI:
     """The whole server. The Batch API is there with `store`, or with `data_dir` (a Path) to open
     one in (StoreError if it cannot be used). `bind`: the address served, for the Host check.
     `guarded` False: no browser guard and no key, for a model behind a multi-model server
-    (app.serve.models_api), whose front door has both; it closes `app.state.side` itself."""
+    (app.serve.models_api), whose front door has both; it closes `app.state.side` itself.
+    `reasoning_format`: a thinking model's replies, split ("auto", "deepseek") or whole ("none"),
+    when a request does not say."""
     side = SideEngine(host.model, host.slot_ctx)
 
     @asynccontextmanager
@@ -74,7 +77,7 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
     metrics = ServeMetrics(host)
     host.on_result = metrics.observe
     app.state.metrics, app.state.host, app.state.side = metrics, host, side
-    app.state.online = online.OnlineAPI(host, model_id, metrics, defaults, side)
+    app.state.online = online.OnlineAPI(host, model_id, metrics, defaults, side, reasoning_format)
     app.state.embeddings = embeddings.EmbeddingsAPI(side, model_id, host.slot_ctx)
     app.state.responses = responses.ResponsesAPI(app.state.online)
     if guarded:
@@ -92,7 +95,8 @@ def create_app(host: ServeEngine, model_id: str, api_key: str | None = None,
     if store is None and data_dir is not None:
         store = BatchStore(Path(data_dir))
     if store is not None:
-        runs = BatchRuns(store, OneHost(host, model_id, side), defaults or GenerationSettings())
+        runs = BatchRuns(store, OneHost(host, model_id, side), defaults or GenerationSettings(),
+                         reasoning_format != "none")
         runs.resume()
         metrics.batch_counts = runs.counts
         app.state.batch_store, app.state.batches = store, batches.Batches(store, runs)

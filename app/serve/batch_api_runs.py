@@ -53,6 +53,7 @@ from app.serve.batch_api_lines import Line, choices, ended_unasked, failure
 from app.serve.batch_api_store import BatchStore, StoreBug, StoreError, reason
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
+from app.serve.reasoning import ServedThinking
 from app.serve.side_engine import SideEngine
 from app.slots.types import RequestDone, SlotResult, SlotStats
 
@@ -117,8 +118,11 @@ class OneHost:
 class BatchRun:
     """One batch on its own thread: validate, decode at batch priority, journal, split."""
 
-    def __init__(self, store: BatchStore, hosts: Hosts, bid: str, defaults: GenerationSettings):
+    def __init__(self, store: BatchStore, hosts: Hosts, bid: str, defaults: GenerationSettings,
+                 split: bool = True):
+        """`split`: a thinking model's replies have their reasoning apart (--reasoning-format)."""
         self.store, self.hosts, self.bid, self.defaults = store, hosts, bid, defaults
+        self.split = split
         self.host: ServeEngine | None = None  # while its model is held
         self.model_id = ""
         self.pending: dict[str, tuple[str, int]] = {}  # host id -> (custom_id, choice)
@@ -212,7 +216,8 @@ class BatchRun:
             with self.lock:
                 self.host = host
                 if host is not None and lines and not self.cancelled:
-                    reqs = [r for ln in lines.values() for r in choices(ln.item)]
+                    thinking = ServedThinking(host.model, self.split)
+                    reqs = [thinking.batch(r) for ln in lines.values() for r in choices(ln.item)]
                     owners = [(ln.item.custom_id, j) for ln in lines.values() for j in range(ln.item.n)]
                     hosted = host.submit_batch(reqs, self._on_event)
                     for rid, owner in zip(hosted, owners, strict=True):
@@ -356,7 +361,7 @@ class BatchRun:
                 shown = logprob_shapes.Visible(pieces, True).take(res.logprobs[:st.completion_tokens or 0],
                                                                   len(res.text.encode("utf-8")))
                 lp = logprob_shapes.chat(shown, pieces)
-            answers.append(protocol.Answer(res.text, st, lp, j == 0))
+            answers.append(protocol.Answer(res.text, st, lp, j == 0, res.reasoning))
         assert ln.item.request is not None  # a line in flight has its request
         tools = ln.item.request.reply_as if isinstance(ln.item.request.reply_as, ToolCalls) else None
         ident = protocol.completion_id("chat", uuid.uuid4().hex[:24])
@@ -451,8 +456,8 @@ class BatchRuns:
     """Every batch started since the server did, by id: what cancel reaches and /metrics counts.
     Started from worker threads and counted from the event loop, hence the lock."""
 
-    def __init__(self, store: BatchStore, hosts: Hosts, defaults: GenerationSettings):
-        self.store, self.hosts, self.defaults = store, hosts, defaults
+    def __init__(self, store: BatchStore, hosts: Hosts, defaults: GenerationSettings, split: bool = True):
+        self.store, self.hosts, self.defaults, self.split = store, hosts, defaults, split
         self._runs: dict[str, BatchRun] = {}
         self._lock = threading.Lock()
 
@@ -461,7 +466,7 @@ class BatchRuns:
         self.hosts.check(path)
 
     def start(self, bid: str) -> None:
-        run = BatchRun(self.store, self.hosts, bid, self.defaults)
+        run = BatchRun(self.store, self.hosts, bid, self.defaults, self.split)
         with self._lock:
             self._runs[bid] = run
         run.start()
@@ -476,7 +481,7 @@ class BatchRuns:
                 self.start(b["id"])
                 continue
             log.warning("%s cannot be resumed: %s", b["id"], self.store.read_only)
-            run = BatchRun(self.store, self.hosts, b["id"], self.defaults)
+            run = BatchRun(self.store, self.hosts, b["id"], self.defaults, self.split)
             run.failure = {"status": "failed", "failed_at": int(time.time()), "errors": batch_errors({
                 "code": "storage_unavailable", "line": None,
                 "message": f"{self.store.read_only}: this batch cannot go on; it resumes where it was when "

@@ -229,7 +229,8 @@ class ServeEngine:
         while (req := self._to_tokenize.get()) is not None:
             error = None
             try:
-                toks = self.engine.to_tokens(req.messages, req.settings.preamble)
+                toks = self.engine.to_tokens(req.messages, req.settings.preamble,
+                                             self.engine.thinking.kwargs(req))
             except (EngineError, ValueError) as e:
                 error = str(e)
             except Exception as e:  # this thread serves every chat request: it must not die

@@ -60,6 +60,8 @@ class ServeMetrics:
                               ["api"], registry=r, buckets=ITL_BUCKETS)
         self.cache_hits = Counter("llamadesk_prompt_cache_hits", "Requests that reused a cached prefix",
                                   registry=r)
+        self.reasoning = Counter("llamadesk_reasoning_tokens", "Generated tokens a thinking model spent "
+                                 "reasoning before its answer (of the generated ones)", registry=r)
         g = {name: Gauge(name, doc, registry=r) for name, doc in (
             ("llamadesk_slots_busy", "Slots decoding or prefilling"),
             ("llamadesk_slots_total", "Slots for batch work (one more is kept for online requests)"),
@@ -82,6 +84,7 @@ class ServeMetrics:
         self.tokens.labels("prompt").inc(st.prompt_tokens or 0)
         self.tokens.labels("cached").inc(st.cached_tokens)
         self.tokens.labels("generated").inc(st.completion_tokens or 0)
+        self.reasoning.inc(st.reasoning_tokens or 0)
         if st.cached_tokens:
             self.cache_hits.inc()
         if st.ttft_from_queue_s is not None:

@@ -96,6 +96,7 @@ class ServeSettings:
     slot_ctx: int
     max_waiting: int = 64
     defaults: GenerationSettings | None = None
+    reasoning_format: str = "auto"  # --reasoning-format
 
     def spec(self, path: Path) -> ModelSpec:
         """A model file as the pool knows it; ModelFileError if its header cannot be read."""
@@ -124,7 +125,8 @@ class ServeSettings:
         except BaseException:
             model.close()
             raise
-        app = create_app(host, spec.id, defaults=self.defaults, guarded=False)
+        app = create_app(host, spec.id, defaults=self.defaults, guarded=False,
+                         reasoning_format=self.reasoning_format)
         return ServedModel(model, host, app, time.perf_counter() - t0)
 
 
@@ -394,7 +396,8 @@ def create_models_app(pool: ModelPool, settings: ServeSettings, api_key: str | N
         return await front.forward(request, request.query_params.get("model"), b"")
 
     if store is not None:
-        runs = BatchRuns(store, PoolHosts(pool), settings.defaults or GenerationSettings())
+        runs = BatchRuns(store, PoolHosts(pool), settings.defaults or GenerationSettings(),
+                         settings.reasoning_format != "none")
         runs.resume()
         app.state.batch_store, app.state.batches = store, batches.Batches(store, runs)
         app.include_router(files.router)

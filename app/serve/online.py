@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette.sse import EventSourceResponse
 
 from app.engine import grammar
-from app.engine.events import TextDelta
+from app.engine.events import ReasoningDelta, TextDelta
 from app.engine.logprobs import Pieces
 from app.engine.sampling import GenerationSettings
 from app.serve import logprob_shapes, protocol
@@ -36,6 +36,7 @@ from app.serve.fan import EventPipe, Fan
 from app.serve.http_rules import ApiError, bad, error_response, read_json, refused
 from app.serve.metrics import ServeMetrics
 from app.serve.openai_params import Parsed, parse
+from app.serve.reasoning import ServedThinking
 from app.serve.request_log import served
 from app.serve.side_engine import SideEngine
 from app.slots.types import RequestDone, SlotRequest, SlotResult
@@ -77,9 +78,13 @@ class Call:
 
 class OnlineAPI:
     def __init__(self, host: ServeEngine, model_id: str, metrics: ServeMetrics,
-                 defaults: GenerationSettings | None = None, side: SideEngine | None = None):
+                 defaults: GenerationSettings | None = None, side: SideEngine | None = None,
+                 reasoning_format: str = "auto"):
+        """`reasoning_format`: how a thinking model's replies are handed back when a request does
+        not say (`--reasoning-format`: "none" keeps them whole in `content`)."""
         self.host, self.model_id, self.metrics, self.side = host, model_id, metrics, side
         self.defaults = defaults or GenerationSettings()
+        self.thinking = ServedThinking(host.model, reasoning_format != "none")
         self.created = int(time.time())
         llm = host.model.llm
         self.n_vocab = llm.n_vocab()
@@ -156,7 +161,8 @@ class OnlineAPI:
 
         if p.messages is not None:
             self._too_long(sum(len(m.content.encode("utf-8")) for m in p.messages), "messages")
-            return choices(SlotRequest("", p.messages, p.settings, reply_as=p.tools)), []
+            fields = self.thinking.request_fields(p)
+            return choices(SlotRequest("", p.messages, reply_as=p.tools, **fields)), []
         reqs, echoes = [], []
         for i, prompt in enumerate(p.prompts or ()):
             toks = await self._tokens(prompt, "prompt" if len(p.prompts or ()) == 1 else f"prompt[{i}]")
@@ -224,7 +230,7 @@ class OnlineAPI:
             len(res.text.encode("utf-8")))
         if call.kind == "chat":
             lp = logprob_shapes.chat(shown, self.pieces) if p.logprobs else None
-            return protocol.Answer(res.text, st, lp, first_of_prompt)
+            return protocol.Answer(res.text, st, lp, first_of_prompt, res.reasoning)
         echo = call.echoes[index // p.n] if p.echo else Echo("")
         clp = None
         if p.logprobs:
@@ -301,7 +307,9 @@ class OnlineAPI:
         visible = dict.fromkeys(range(n), 0)  # bytes of each choice's text so far
         answers: dict[int, protocol.Answer] = {}
         async for i, ev in self.events(call.fan):
-            if isinstance(ev, TextDelta) and p.tools is None:
+            if isinstance(ev, ReasoningDelta):  # a thinking reply's, never the tool format's JSON
+                yield _sse(protocol.chunk(kind, ident, model, ev.text, index=i, reasoning=True))
+            elif isinstance(ev, TextDelta) and p.tools is None:
                 visible[i] += len(ev.text.encode("utf-8"))
                 lp = self._logprobs(kind, shown[i].take(ev.logprobs, visible[i]), offset[i]) \
                     if p.logprobs else None
@@ -328,7 +336,7 @@ class OnlineAPI:
                     yield _sse(protocol.chunk(kind, ident, model, "", index=i,
                                               logprobs=self._logprobs(kind, rest, offset[i])))
                 yield _sse(protocol.finish_chunk(kind, ident, model, st, finish, i))
-                answers[i] = protocol.Answer(res.text, st, None, i % p.n == 0)
+                answers[i] = protocol.Answer(res.text, st, None, i % p.n == 0, res.reasoning)
         self.metrics.requests.labels(call.endpoint, "200").inc()
         ordered = [answers[i] for i in sorted(answers)]
         served("POST", call.endpoint, 200, model, [a.stats for a in ordered])

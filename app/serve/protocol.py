@@ -27,11 +27,16 @@ class PromptTokensDetails(TypedDict):
     cached_tokens: int
 
 
+class CompletionTokensDetails(TypedDict):
+    reasoning_tokens: int  # of completion_tokens, a thinking model's before its answer
+
+
 class Usage(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails
+    completion_tokens_details: CompletionTokensDetails
 
 
 class Timings(TypedDict):
@@ -64,6 +69,7 @@ class ToolCall(TypedDict):
 class AssistantMessage(TypedDict):
     role: Literal["assistant"]
     content: str | None
+    reasoning_content: NotRequired[str]  # llama-server's (and DeepSeek's): a thinking reply's reasoning
     tool_calls: NotRequired[list[ToolCall]]
 
 
@@ -93,6 +99,7 @@ class ToolCallDelta(TypedDict, total=False):
 class ChatDelta(TypedDict, total=False):
     role: Literal["assistant"]
     content: str
+    reasoning_content: str
     tool_calls: list[ToolCallDelta]
 
 
@@ -248,14 +255,17 @@ class Answer:
     stats: SlotStats
     logprobs: ChatLogprobs | CompletionLogprobs | None = None
     counts_prompt: bool = True
+    reasoning: str = ""  # a thinking reply's, split from `text`
 
 
 def usage(answers: Sequence[Answer]) -> Usage:
     prompt = sum(a.stats.prompt_tokens or 0 for a in answers if a.counts_prompt)
     cached = sum(a.stats.cached_tokens for a in answers if a.counts_prompt)
     done = sum(a.stats.completion_tokens or 0 for a in answers)
+    thought = sum(a.stats.reasoning_tokens or 0 for a in answers)
     return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"reasoning_tokens": thought}}
 
 
 def timings(st: SlotStats) -> Timings:
@@ -286,7 +296,7 @@ def completion(kind: Kind, ident: str, model: str, answers: Sequence[Answer],
     if kind == "chat":
         choices: list[ChatChoice] = []
         for i, a in enumerate(answers):
-            message, finish = assistant_message(a.text, tools, a.stats.stop_reason)
+            message, finish = assistant_message(a.text, tools, a.stats.stop_reason, a.reasoning)
             choices.append({"index": i, "message": message,  # type: ignore[typeddict-item]
                             "logprobs": a.logprobs, "finish_reason": finish})  # type: ignore[typeddict-item]
         chat: ChatCompletion = {
@@ -304,12 +314,14 @@ def completion(kind: Kind, ident: str, model: str, answers: Sequence[Answer],
 
 def chunk(kind: Kind, ident: str, model: str, piece: str | None, finish: str | None = None,
           role: bool = False, index: int = 0,
-          logprobs: ChatLogprobs | CompletionLogprobs | None = None) -> Chunk:
+          logprobs: ChatLogprobs | CompletionLogprobs | None = None, reasoning: bool = False) -> Chunk:
     """One stream chunk of choice `index`: the chat's opening role chunk (`role`), a piece of text
-    (with its tokens' logprobs when asked), or the finish."""
+    (with its tokens' logprobs when asked; of a thinking reply's reasoning with `reasoning`), or
+    the finish."""
     if kind == "chat":
+        key = "reasoning_content" if reasoning else "content"
         delta: ChatDelta = ({"role": "assistant", "content": ""} if role
-                            else {"content": piece} if piece else {})
+                            else {key: piece} if piece else {})  # type: ignore[misc]
         choice: ChatChunkChoice = {"index": index, "delta": delta, "finish_reason": finish}
         if logprobs is not None:
             choice["logprobs"] = logprobs  # type: ignore[typeddict-item]

@@ -14,7 +14,6 @@ its `type` and `sequence_number`.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections import OrderedDict
@@ -25,7 +24,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
-from app.engine.events import TextDelta
 from app.openai_compat.answer import assistant_message
 from app.openai_compat.tools import ToolCalls
 from app.serve.disconnect import ClientGone, while_connected
@@ -34,13 +32,16 @@ from app.serve.http_rules import ApiError, bad, error_response, read_json, refus
 from app.serve.online import OnlineAPI
 from app.serve.openai_params import Parsed, parse
 from app.serve.request_log import served
+from app.serve.responses_stream import ItemStream, new_id
 from app.slots.types import RequestDone, SlotResult
 
 router = APIRouter()
 STORED = 1000
 ALLOWED = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
            "previous_response_id", "text", "tools", "tool_choice", "parallel_tool_calls", "store", "metadata",
-           "user", "truncation", "seed"}
+           "user", "truncation", "seed", "reasoning"}
+# The summaries OpenAI writes of its models' reasoning: none is written here, which "auto" allows.
+SUMMARIES = (None, "auto")
 
 
 def _text_of(content, where: str) -> str:
@@ -82,6 +83,8 @@ def chat_messages(items, where: str = "input", called: set | None = None) -> lis
                 out[-1]["tool_calls"].append(call)
             else:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "reasoning":
+            continue  # an earlier turn's reasoning, sent back: thinking templates leave it out anyway
         elif kind == "function_call_output":
             cid = it.get("call_id")
             if not isinstance(cid, str) or not cid:
@@ -91,8 +94,8 @@ def chat_messages(items, where: str = "input", called: set | None = None) -> lis
                                    "the previous response")
             out.append({"role": "tool", "tool_call_id": it.get("call_id"), "content": it.get("output")})
         else:
-            raise bad("input", f"{at} is {kind!r}: input items are messages, function_call and "
-                               "function_call_output")
+            raise bad("input", f"{at} is {kind!r}: input items are messages, function_call, "
+                               "function_call_output and reasoning")
     return out
 
 
@@ -112,6 +115,7 @@ def chat_body(body: dict, earlier: list[dict]) -> dict:
                  ("seed", "seed"), ("parallel_tool_calls", "parallel_tool_calls")):
         if body.get(a) is not None:
             chat[b] = body[a]
+    _reasoning(body.get("reasoning"), chat)
     fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
     if fmt is not None:
         if not isinstance(fmt, dict):
@@ -135,6 +139,20 @@ def chat_body(body: dict, earlier: list[dict]) -> dict:
     elif choice is not None:
         chat["tool_choice"] = choice
     return chat
+
+
+def _reasoning(r, chat: dict) -> None:
+    """OpenAI's `reasoning` object: its effort is the chat request's reasoning_effort."""
+    if r is None:
+        return
+    if not isinstance(r, dict) or set(r) - {"effort", "summary", "generate_summary"}:
+        raise bad("reasoning", 'reasoning must be {"effort": ..., "summary": ...}')
+    summary = r.get("summary", r.get("generate_summary"))
+    if summary not in SUMMARIES:
+        raise bad("reasoning", f"reasoning.summary {summary!r} is not written by this server (\"auto\" "
+                               "allows none)")
+    if r.get("effort") is not None:
+        chat["reasoning_effort"] = r["effort"]
 
 
 class ResponsesAPI:
@@ -199,57 +217,27 @@ class ResponsesAPI:
         return JSONResponse(out)
 
     async def _stream(self, shell: dict, fan: Fan, p: Parsed, chat: dict, body: dict):
-        seq = iter(range(1 << 62))
-
-        def event(kind: str, **data) -> dict:
-            return {"event": kind, "data": json.dumps({"type": kind, "sequence_number": next(seq), **data},
-                                                      ensure_ascii=False)}
-
-        yield event("response.created", response=shell)
-        yield event("response.in_progress", response=shell)
-        item_id = f"msg_{uuid.uuid4().hex[:24]}"
-        streaming_text = p.tools is None
-        if streaming_text:
-            opening = {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant",
-                       "content": []}
-            yield event("response.output_item.added", output_index=0, item=opening)
-            yield event("response.content_part.added", item_id=item_id, output_index=0, content_index=0,
-                        part={"type": "output_text", "text": "", "annotations": []})
+        items = ItemStream(p.tools is None)
+        yield items.event("response.created", response=shell)
+        yield items.event("response.in_progress", response=shell)
         async for _, ev in self.online.events(fan):
-            if isinstance(ev, TextDelta) and streaming_text:
-                yield event("response.output_text.delta", item_id=item_id, output_index=0, content_index=0,
-                            delta=ev.text, logprobs=[])
-            elif isinstance(ev, RequestDone):
+            if isinstance(ev, RequestDone):
                 res = ev.result
                 served("POST", "/v1/responses", 500 if res.stats.error else 200, self.online.model_id,
                        [res.stats], res.stats.error)
                 if res.stats.error is not None:
-                    yield event("error", code=res.stats.error_kind, message=res.stats.error, param=None)
+                    yield items.event("error", code=res.stats.error_kind, message=res.stats.error, param=None)
                     return
-                done, message = _finished(shell, res, p.tools, item_id)
-                for i, item in enumerate(done["output"]):
-                    if item["type"] == "message":
-                        text = item["content"][0]["text"] if item["content"] else ""
-                        if not streaming_text:
-                            opening = {**item, "content": [], "status": "in_progress"}
-                            yield event("response.output_item.added", output_index=i, item=opening)
-                        yield event("response.output_text.done", item_id=item["id"], output_index=i,
-                                    content_index=0, text=text, logprobs=[])
-                        yield event("response.content_part.done", item_id=item["id"], output_index=i,
-                                    content_index=0, part=item["content"][0] if item["content"] else {})
-                    else:
-                        yield event("response.output_item.added", output_index=i,
-                                    item={**item, "arguments": "", "status": "in_progress"})
-                        yield event("response.function_call_arguments.delta", item_id=item["id"],
-                                    output_index=i, delta=item["arguments"])
-                        yield event("response.function_call_arguments.done", item_id=item["id"],
-                                    output_index=i, arguments=item["arguments"])
-                    yield event("response.output_item.done", output_index=i, item=item)
+                done, message = _finished(shell, res, p.tools, items.message_id, items.reasoning_id)
+                for e in items.finish(done["output"]):
+                    yield e
                 if body.get("store", True):
                     self._keep(shell["id"], chat["messages"], message)
-                yield event("response.completed" if done["status"] == "completed" else "response.incomplete",
-                            response=done)
+                yield items.event("response.completed" if done["status"] == "completed"
+                                  else "response.incomplete", response=done)
                 return
+            for e in items.delta(ev):
+                yield e
 
 
 def _shell(resp_id: str, model: str, body: dict, p: Parsed) -> dict:
@@ -266,12 +254,16 @@ def _shell(resp_id: str, model: str, body: dict, p: Parsed) -> dict:
 
 
 def _finished(shell: dict, res: SlotResult, tools: ToolCalls | None,
-              item_id: str | None = None) -> tuple[dict, dict]:
+              item_id: str | None = None, reasoning_id: str | None = None) -> tuple[dict, dict]:
     """The finished response, and the assistant message to store for a previous_response_id: the
-    same message, so a function_call_output's call_id is one the stored turn made."""
+    same message, so a function_call_output's call_id is one the stored turn made. A thinking
+    reply's reasoning is a reasoning item ahead of the message, as llama-server and OpenAI send it."""
     st = res.stats
-    message, finish = assistant_message(res.text, tools, st.stop_reason)
+    message, finish = assistant_message(res.text, tools, st.stop_reason, res.reasoning)
     output: list[dict] = []
+    if res.reasoning:
+        output.append({"type": "reasoning", "id": reasoning_id or new_id("rs"), "summary": [],
+                       "content": [{"type": "reasoning_text", "text": res.reasoning}], "status": "completed"})
     if message.get("content") is not None:
         output.append({"type": "message", "id": item_id or f"msg_{uuid.uuid4().hex[:24]}",
                        "status": "completed", "role": "assistant",
@@ -285,7 +277,8 @@ def _finished(shell: dict, res: SlotResult, tools: ToolCalls | None,
     return {**shell, "status": "incomplete" if cut else "completed", "output": output,
             "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
             "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": st.cached_tokens},
-                      "output_tokens": done, "output_tokens_details": {"reasoning_tokens": 0},
+                      "output_tokens": done,
+                      "output_tokens_details": {"reasoning_tokens": st.reasoning_tokens or 0},
                       "total_tokens": prompt + done}}, message
 
 

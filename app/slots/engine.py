@@ -42,6 +42,7 @@ from app.slots.prefixes import Prefixes
 from app.slots.scheduler import ONLINE_RESERVE, Prepared, Scheduler, SlotState
 from app.slots.slot import Slot
 from app.slots.speculation import CHECK_ROWS, BatchSpeculation
+from app.slots.thinking import SlotThinking
 from app.slots.types import (
     BatchEvent,
     BatchProgress,
@@ -97,6 +98,7 @@ class BatchEngine:
         self.format, self.notice = chat_format(model)
         self.vocab = llama_cpp.llama_model_get_vocab(model.llm.model)
         self.n_vocab = model.llm.n_vocab()
+        self.thinking = SlotThinking(model, self.format, self.vocab)
         self.on_event = on_event
         self._llama_batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         # online_first is the server's policy; the chat-during-batch path keeps sharing steps.
@@ -179,12 +181,13 @@ class BatchEngine:
         if req.build_prompt is not None:
             toks = self._built(req)
         else:
-            toks = self.to_tokens(req.messages, preamble)
+            toks = self.to_tokens(req.messages, preamble, self.thinking.kwargs(req))
         return toks, reply_stops(self.format, tuple(req.settings.stop), req.settings.ignore_eos)
 
-    def to_tokens(self, messages: list[MessageBody], preamble: bool = True) -> list[int]:
-        """Render messages in this engine's prompt format and tokenize them."""
-        text = self.format.render(messages, preamble)
+    def to_tokens(self, messages: list[MessageBody], preamble: bool = True,
+                  template_kwargs: dict | None = None) -> list[int]:
+        """Render messages in this engine's prompt format (with a template's kwargs) and tokenize them."""
+        text = self.format.render(messages, preamble, template_kwargs)
         return self.model.llm.tokenize(text.encode("utf-8"), add_bos=self.format.add_bos,
                                        special=self.format.special)
 
@@ -192,8 +195,9 @@ class BatchEngine:
         """The caller's prompt builder, on this thread; whatever it raises fails the request."""
         build = req.build_prompt
         assert build is not None  # prompt_for calls this only when the request has a builder
+        kw = self.thinking.kwargs(req)
         try:
-            return list(build(self.slot_ctx, lambda msgs: self.to_tokens(msgs, req.settings.preamble)))
+            return list(build(self.slot_ctx, lambda msgs: self.to_tokens(msgs, req.settings.preamble, kw)))
         except (EngineError, ValueError):
             raise
         except Exception as e:
@@ -264,7 +268,10 @@ class BatchEngine:
         now = time.perf_counter()
         settings = replace(req.settings, stop=stop)
         try:
-            slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now)
+            thinking = self.thinking.reply(req)
+            opening = self.thinking.opening(req, thinking) if thinking is not None else ""
+            slot = Slot(seq, req, toks, settings, self.slot_ctx, self.n_vocab, self.vocab, queued, now,
+                        thinking, opening)
         except (EngineError, ValueError) as e:
             self._record(self._unstarted(req, queued, "error", str(e), "invalid_request"))
             return None

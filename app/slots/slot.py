@@ -10,8 +10,10 @@ from __future__ import annotations
 import itertools
 import logging
 from array import array
+from dataclasses import replace
 
 from app.engine.events import Finished, FirstToken, TextDelta
+from app.engine.reasoning import ReasoningReply
 from app.engine.sampling import GenerationSettings, Sampler
 from app.engine.speculative import Speculation
 from app.engine.stats import ReplyStats
@@ -26,10 +28,20 @@ log = logging.getLogger("llamadesk.batch")
 
 class Slot:
     def __init__(self, seq: int, req: SlotRequest, prompt: list[int], settings: GenerationSettings,
-                 slot_ctx: int, n_vocab: int, vocab, queued_at: float, now: float):
+                 slot_ctx: int, n_vocab: int, vocab, queued_at: float, now: float,
+                 thinking: ReasoningReply | None = None, opening: str = ""):
+        """`thinking`: a thinking template's reply (app.slots.thinking): its tracker is the
+        Sampler's, and a "split" request's events and text go through its split."""
         self.seq = seq
         self.req = req
         self.prompt = prompt
+        self.thinking = thinking
+        if thinking is not None:
+            settings = replace(settings, reasoning=thinking.tracker)
+        split = thinking is not None and req.reasoning == "split"
+        self.split = thinking if split else None
+        self.sink = thinking.sink(req.on_event) if thinking is not None and split else req.on_event
+        self.opening = opening
         self.settings = settings
         self.vocab = vocab
         self.sampler = Sampler(settings, n_vocab, vocab, prompt)
@@ -67,9 +79,9 @@ class Slot:
         self.spec: Speculation | None = None  # made when the slot first decodes alone
 
     def _emit(self, ev) -> None:
-        if self.req.on_event is not None:
+        if self.sink is not None:
             try:
-                self.req.on_event(ev)
+                self.sink(ev)
             except Exception:
                 log.exception("the consumer of %s failed on %s", self.req.custom_id, type(ev).__name__)
 
@@ -128,6 +140,8 @@ class Slot:
         if self.timer.text(now):
             self.shown = True
             self._emit(FirstToken(now - self.queued_at))
+        if self.opening:
+            delta, self.opening = self.opening + delta, ""
         self.parts.append(delta)
         fresh = tuple(self.logprobs[self.lp_sent:self.lp_counted])
         self.lp_sent = self.lp_counted
@@ -164,11 +178,16 @@ class Slot:
             grammar_ms_per_token=self.grammar_ms,
             **stats_fields(self.spec_mode, self.spec), draft_accepted_per_pos=accepted_per_pos(self.spec),
         )
-        if self.req.on_event is not None:
-            self._emit(Finished(text, self.reply_stats(st, now)))
+        reasoning = ""
+        if self.sink is not None:
+            rs = self.reply_stats(st, now)
+            self._emit(Finished(text, rs))
+            if self.split is not None:  # its Finished ended the split: the answer and the count
+                text, reasoning = self.split.answer, self.split.reasoning
+                st.reasoning_tokens = rs.reasoning_tokens
         gaps = [b - a for a, b in itertools.pairwise(self.stamps)]
         return SlotResult(self.req.custom_id, text, st, self.req.line, self.req.reply_as, gaps,
-                          tuple(self.logprobs))
+                          tuple(self.logprobs), reasoning)
 
     def reply_stats(self, st: SlotStats, now: float) -> ReplyStats:
         """The chat gauges' record. Batched compute is shared, so these are wall times."""

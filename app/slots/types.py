@@ -43,6 +43,12 @@ class SlotRequest:
     # How the client reads the reply (app.openai_compat's tool-call format, say); the engine
     # only hands it on to the result, so whoever writes the answer knows its shape.
     reply_as: object = None
+    # A thinking template's reply (app.slots.thinking): "split" hands back its reasoning apart
+    # from its answer, "raw" the text as drawn; either way the template's switches (settings.think)
+    # and budget apply. None: plain text, no switches (the chat's routed turns, batch files).
+    reasoning: str | None = None
+    # The request's own chat template kwargs, for a template that reads them.
+    template_kwargs: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -84,6 +90,9 @@ class SlotStats:
     spec_stepped_aside: str | None = None
     # How many checks kept their guess at each position (the first guess, the second, ...).
     draft_accepted_per_pos: list[int] = field(default_factory=list)
+    # Of completion_tokens, those a split thinking reply spent before its answer (None: it did not
+    # reason, or its reply was not split).
+    reasoning_tokens: int | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -114,6 +123,7 @@ class SlotResult:
     # Each sampled token's log-probability (app.engine.logprobs.TokenLogprob; the end-of-generation
     # token's too), when the request asked for them.
     logprobs: Sequence = ()
+    reasoning: str = ""  # a split thinking reply's reasoning; `text` is then its answer
 
     @property
     def ok(self) -> bool:
