@@ -358,8 +358,9 @@ class BatchRun:
             st = res.stats
             lp = None
             if ln.item.logprobs and pieces is not None:
-                shown = logprob_shapes.Visible(pieces, True).take(res.logprobs[:st.completion_tokens or 0],
-                                                                  len(res.text.encode("utf-8")))
+                counted = res.logprobs[:st.completion_tokens or 0]
+                shown = logprob_shapes.Visible(pieces, True).take(
+                    counted, logprob_shapes.shown_bytes(res.text, res.reasoning))
                 lp = logprob_shapes.chat(shown, pieces)
             answers.append(protocol.Answer(res.text, st, lp, j == 0, res.reasoning))
         assert ln.item.request is not None  # a line in flight has its request

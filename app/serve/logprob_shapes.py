@@ -82,6 +82,13 @@ def merge(a: CompletionLogprobs, b: CompletionLogprobs) -> CompletionLogprobs:
             "text_offset": [*a["text_offset"], *b["text_offset"]]}
 
 
+def shown_bytes(text: str, reasoning: str = "") -> int:
+    """How much of a whole reply its logprobs cover: its text, or every counted token of a thinking
+    reply (its reasoning, the markers the split took out, and its answer): the answer's bytes alone
+    would pair the answer with the reasoning's first tokens."""
+    return (1 << 62) if reasoning else len(text.encode("utf-8"))
+
+
 class Visible:
     """Which tokens' logprobs a reply's text shows, fed in order: the tokens of a stop string are
     cut with it (they are past the visible text), an end-of-generation token (no text) is kept.

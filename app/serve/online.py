@@ -227,7 +227,7 @@ class OnlineAPI:
         first_of_prompt = index % p.n == 0
         shown = logprob_shapes.Visible(self.pieces, call.kind == "chat").take(
             res.logprobs[:st.completion_tokens or 0] if call.kind == "chat" else res.logprobs,
-            len(res.text.encode("utf-8")))
+            logprob_shapes.shown_bytes(res.text, res.reasoning))
         if call.kind == "chat":
             lp = logprob_shapes.chat(shown, self.pieces) if p.logprobs else None
             return protocol.Answer(res.text, st, lp, first_of_prompt, res.reasoning)

@@ -37,9 +37,12 @@ from app.slots.types import RequestDone, SlotResult
 
 router = APIRouter()
 STORED = 1000
+# llama-server's own chat fields, which its /v1/responses passes on to the chat request it makes.
+PASSED = ("chat_template_kwargs", "reasoning_format", "reasoning_budget_tokens", "thinking_budget_tokens",
+          "grammar")
 ALLOWED = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
            "previous_response_id", "text", "tools", "tool_choice", "parallel_tool_calls", "store", "metadata",
-           "user", "truncation", "seed", "reasoning"}
+           "user", "truncation", "seed", "reasoning", *PASSED}
 # The summaries OpenAI writes of its models' reasoning: none is written here, which "auto" allows.
 SUMMARIES = (None, "auto")
 
@@ -111,6 +114,7 @@ def chat_body(body: dict, earlier: list[dict]) -> dict:
     if isinstance(body.get("instructions"), str) and body["instructions"].strip():
         msgs = [{"role": "system", "content": body["instructions"]}, *msgs]
     chat: dict = {"model": body.get("model"), "messages": msgs}
+    chat.update({k: body[k] for k in PASSED if k in body})
     for a, b in (("max_output_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p"),
                  ("seed", "seed"), ("parallel_tool_calls", "parallel_tool_calls")):
         if body.get(a) is not None:

@@ -262,3 +262,18 @@ def test_a_streamed_response_opens_the_reasoning_item_then_the_message(ours):
     assert "".join(e.delta for e in deltas) == final.output[0].content[0].text
     assert final.output[0].id == deltas[0].item_id
     assert final.usage.output_tokens_details.reasoning_tokens > SERVER_BUDGET
+
+
+def test_a_response_held_to_the_shape_has_the_items_llama_server_gives(both):
+    """llama-server's /v1/responses passes its chat fields on (grammar, chat_template_kwargs); so
+    does this server's, so both are held to the same shape and their items compared."""
+    for name, (client, model) in both.items():
+        r = client.responses.create(model=model, input="What is the capital of France?", temperature=0,
+                                    max_output_tokens=48,
+                                    extra_body={"grammar": THINKING, "chat_template_kwargs": ON})
+        assert [item.type for item in r.output] == ["reasoning", "message"], (name, r.output)
+        thought, message = r.output
+        assert [c.type for c in thought.content] == ["reasoning_text"], name
+        assert words(thought.content[0].text), (name, thought)
+        assert [c.type for c in message.content] == ["output_text"], name
+        assert sentence(message.content[0].text.strip()), (name, message)
