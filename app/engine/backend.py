@@ -272,6 +272,26 @@ _GENERIC_RE = re.compile(r"failed to (?:load model|create context)\s*$|failed to
                          re.I)
 
 
+# llama.cpp names each buffer it allocates, by the backend buffer's name ("Vulkan0", "CUDA0",
+# "CPU_Mapped", "Vulkan_Host"), and its size in MiB: the one account of what a load put where.
+_BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
+
+
+def device_buffers(lines: list[tuple[int, str]], names: set[str]) -> dict[str, dict[str, int]]:
+    """Bytes llama.cpp said it allocated on each device named in `names` (the GPU devices'
+    names), by part ("model", "KV", "compute", "output"): what a load really takes of device
+    memory, as the fit check predicts it. A host buffer (CPU_Mapped, Vulkan_Host) is not a
+    device's, whatever backend pinned it."""
+    out: dict[str, dict[str, int]] = {}
+    for _, line in lines:
+        for m in _BUFFER_RE.finditer(line):
+            name, part, mib = m.group(1), m.group(2), float(m.group(3))
+            if name in names:
+                parts = out.setdefault(name, {})
+                parts[part] = parts.get(part, 0) + int(mib * 2**20)
+    return out
+
+
 def layers_offloaded(lines: list[tuple[int, str]]) -> tuple[int, int] | None:
     for _, line in reversed(lines):
         m = _OFFLOAD_RE.search(line)

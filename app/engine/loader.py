@@ -74,6 +74,9 @@ class LoadReport:
     n_threads: int  # decode
     devices: list[dict] = field(default_factory=list)
     n_threads_batch: int = 0  # prefill
+    # What the load allocated on each GPU device, by part, as llama.cpp logged it
+    # ({"Vulkan0": {"model": ..., "KV": ..., "compute": ...}}); empty when nothing went to one.
+    device_buffers: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def threads_text(self) -> str:
@@ -229,6 +232,8 @@ def load_model(path: str | Path, opts: LoadOptions | None = None,
             raise ModelLoadError(p, _failure(mark, opts, e2)) from None
     load_s = time.perf_counter() - t0
     offl = backend.layers_offloaded(backend.TAP.since(mark)) if want_gpu and not fallback else None
+    devs = backend.devices()
+    gpus = {d.name for d in devs if d.kind == "GPU"}
     report = LoadReport(
         model_path=str(p),
         backend=backend.compiled_backend(),
@@ -241,7 +246,8 @@ def load_model(path: str | Path, opts: LoadOptions | None = None,
         n_ctx=llm.n_ctx(),
         n_threads=opts.threads(),
         n_threads_batch=opts.batch_threads(),
-        devices=[asdict(d) for d in backend.devices()],
+        devices=[asdict(d) for d in devs],
+        device_buffers=backend.device_buffers(backend.TAP.since(mark), gpus) if offl and offl[0] else {},
     )
     vocabulary.loaded(llama_cpp.llama_model_get_vocab(llm.model), p)
     return LoadedModel(llm, header, opts, report)

@@ -176,6 +176,14 @@ class ReplyStats:
             parts.append(f"{self.reasoning_tokens} tokens")
         return " · ".join(parts)
 
+    def offload(self) -> str | None:
+        """'19/19 layers on llvmpipe (LLVM 15.0.6, 256 bits)': where the layers ran, when any ran
+        on a GPU (a reply all on the CPU says nothing: the model bar says why)."""
+        if not self.gpu_layers:
+            return None
+        total = f"/{self.layers_total}" if self.layers_total else ""
+        return f"{self.gpu_layers}{total} layers on {self.gpu_device or 'the GPU'}"
+
     def kv(self) -> str | None:
         """'173/4096': the KV cells in use after the reply, of the context."""
         return f"{self.kv_used}/{self.n_ctx}" if self.kv_used is not None else None
@@ -233,6 +241,8 @@ class ReplyStats:
         ]
         if self.limited():
             parts.append(str(self.limited()))
+        if self.offload():
+            parts.append(str(self.offload()))
         if self.speculation():
             parts.append(str(self.speculation()))
         if self.dropped_messages:
@@ -274,6 +284,8 @@ class ReplyStats:
             rows.append(("grammar", str(self.grammar())))
         if self.grammar_setup_s is not None:
             rows.append(("format setup", str(duration(self.grammar_setup_s))))
+        if self.offload():
+            rows.append(("GPU offload", str(self.offload())))
         if self.speculation():
             rows.append(("speculative decoding", str(self.speculation())))
         rows.append(("total", self.total()))

@@ -17,8 +17,10 @@ The compute buffer llama.cpp reserves is sized for a full ubatch of logits, whic
 never asks for, so it is mostly never touched; what a prompt does touch (one ubatch of
 activations and, without flash attention, its attention scores) is added as `compute`
 for the fit label, but not to the resident figure `llamadesk bench --fit` checks.
-With layers on a GPU, the weights but the token embedding, the KV cache and the whole
-compute buffer count against the GPU's free memory instead (ggml allocates them there).
+With layers on a GPU, the weights but the token embedding, the KV cache and the compute
+buffer (one ubatch's activations and attention scores) count against the GPU's free memory
+instead: what llama.cpp reports allocating on the device (LoadReport.device_buffers), which
+`bench --fit` puts beside this prediction on a real Vulkan device.
 """
 
 from __future__ import annotations
@@ -139,8 +141,7 @@ def predict(h: GGUFHeader, n_ctx: int, *, kv_type: str = "f16", flash_attn: bool
         share = on_gpu / layers
         embd = (h.tensors.get("token_embd.weight") or (0, 0))[1]
         weights = (sum(b for _, b in h.tensors.values()) - embd) * size / h.size
-        reserved = vocab * 4 * N_UBATCH  # ggml allocates the whole compute buffer on the device
-        p.gpu = int(share * (weights + p.kv) + (p.compute + reserved if on_gpu else 0))
+        p.gpu = int(share * (weights + p.kv) + p.compute)
         p.mapped = int(size - share * weights)
         p.kv = int(p.kv * (1 - share))
         p.compute = 0

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.stats import ReplyStats
+
 ROOT = Path(__file__).resolve().parents[2]
 # The build's cache is in the real home; the tests run with a private one (tests/conftest.py).
 _REAL_ENV = dict(os.environ)
@@ -129,6 +131,8 @@ def test_ask_json_runs_every_layer_on_the_device_and_the_reply_stats_say_so(mode
     st = reply["stats"]
     assert st["decode_tokens"] >= 1
     assert (st["gpu_layers"], st["layers_total"]) == (LAYERS, LAYERS) and DEVICE in st["gpu_device"]
+    footer = ReplyStats.from_json(st).summary()  # the window's footer and ask's stderr line
+    assert f"{LAYERS}/{LAYERS} layers on {st['gpu_device']}" in footer
     assert _notes(out.stderr) == [f"llamadesk: runs on {reply['runs_on']}"]
 
 
@@ -236,3 +240,72 @@ def test_the_no_usable_gpu_tests_run_on_a_vulkan_build_with_no_driver():
     assert r.returncode == 0, r.stdout[-4000:]
     skipped = [ln for ln in r.stdout.splitlines() if ln.startswith("SKIPPED")]
     assert not any("no usable GPU" in ln or "finds its GPU" in ln for ln in skipped), skipped
+
+
+def test_the_load_report_says_what_the_load_put_on_the_device_by_part(full):
+    """llama.cpp's own account of the device's buffers: the weights but the token embedding,
+    the KV cache and the compute buffer, each on Vulkan0; host buffers are not counted."""
+    bufs = full["report"]["device_buffers"]
+    assert set(bufs) == {"Vulkan0"}, bufs
+    parts = bufs["Vulkan0"]
+    assert {"model", "KV", "compute"} <= set(parts) and all(v > 0 for v in parts.values()), parts
+    assert parts["model"] < Path(full["report"]["model_path"]).stat().st_size  # the embedding stays
+
+
+FIT = r"""
+import json, sys
+from app.engine import backend
+from app.engine.gguf import read_header
+from app.hub.fit import judge, predict
+from app.hub.resources import free_ram, free_vram, gpu_layers_used
+
+layers = gpu_layers_used(-1)
+vram = free_vram()
+p = judge(predict(read_header(sys.argv[1]), 4096, gpu_layers=layers), free_ram(), vram)
+gpus = [d.memory_free for d in backend.devices() if d.kind == "GPU"]
+print(json.dumps({"layers": layers, "vram": vram, "device_free": gpus, "gpu": p.gpu, "label": p.label,
+                  "summary": p.summary()}))
+"""
+
+
+def test_the_fit_check_counts_the_vulkan_devices_memory_where_nvml_sees_no_gpu(model_path):
+    """The Models window's labels and `models search` judge a model against the device its
+    layers will go to: with no NVIDIA GPU, the backend's own device and its free memory."""
+    r = subprocess.run([sys.executable, "-c", FIT, str(model_path)], capture_output=True, text=True,
+                       timeout=120, env=vk_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    f = json.loads(r.stdout.splitlines()[-1])
+    assert f["layers"] == -1 and len(f["device_free"]) == 1
+    assert f["vram"] == f["device_free"][0] > 2**28
+    assert f["gpu"] > 0 and f["label"] in ("fits", "tight", "won't fit")
+    assert "of GPU memory (" in f["summary"] and "free)" in f["summary"], f["summary"]
+
+
+def test_the_fit_check_without_a_usable_device_counts_no_gpu_memory(model_path):
+    r = subprocess.run([sys.executable, "-c", FIT, str(model_path)], capture_output=True, text=True,
+                       timeout=120, env=vk_env(GGML_VK_VISIBLE_DEVICES=None), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    f = json.loads(r.stdout.splitlines()[-1])
+    assert f["layers"] == 0 and f["vram"] is None and f["gpu"] == 0 and "GPU memory" not in f["summary"]
+
+
+BENCH_FIT = r"""
+import json, sys
+from pathlib import Path
+from app.bench.fit import fit_device
+print(json.dumps(fit_device(Path(sys.argv[1]), (512, 4096))))
+"""
+
+
+def test_bench_fit_puts_the_predicted_device_memory_beside_what_llama_cpp_allocated(model_path):
+    """`bench --fit`'s GPU half, every layer on the device at two context lengths: the
+    prediction from the header alone within 10% of the device buffers llama.cpp made."""
+    r = subprocess.run([sys.executable, "-c", BENCH_FIT, str(model_path)], capture_output=True, text=True,
+                       timeout=600, env=vk_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    f = json.loads(r.stdout.splitlines()[-1])
+    assert DEVICE in f["fit_device_name"] and len(f["fit_device"]) == 2
+    small, large = f["fit_device"]
+    assert small["layers_offloaded"] == LAYERS
+    assert large["measured_device_bytes"] > small["measured_device_bytes"]  # the KV cache grows
+    assert f["fit_device_within_10pct"], f
