@@ -123,3 +123,15 @@ def test_an_ascii_only_stdout_gets_escapes_not_a_codec_error(long_conv):
     r = _cli("export", str(long_conv), env=env)
     assert r.returncode == 0, r.stderr
     assert b"H\\xe9llo \\xb7 word" in r.stdout and r.stdout.isascii()
+
+
+def test_list_json_of_a_conversation_carries_a_replys_reasoning_apart():
+    with Store.open() as s:
+        cid = s.create_conversation()
+        s.add_message(cid, "user", "Which bird?")
+        s.add_message(cid, "assistant", "The heron.", reasoning="Maybe a pelican; no, a heron.")
+    r = _cli("list", str(cid), "--json", text=True)
+    assert r.returncode == 0, r.stderr
+    question, answer = json.loads(r.stdout)
+    assert answer["content"] == "The heron." and answer["reasoning"] == "Maybe a pelican; no, a heron."
+    assert "reasoning" not in question
