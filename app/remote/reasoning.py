@@ -14,7 +14,7 @@ sent to be refused or silently misread.
 from __future__ import annotations
 
 from app.engine.sampling import GenerationSettings
-from app.remote.server import LLAMA_SERVER, OLLAMA, OPENAI, VLLM
+from app.remote.server import LLAMA_CPP_KINDS, OLLAMA, OPENAI, VLLM
 
 # Read in this order: a server in the middle of a rename (vLLM) or one that sends the text under
 # two names (OpenRouter's `reasoning` beside `reasoning_details`) sends the same words twice.
@@ -78,14 +78,15 @@ def thinking_fields(kind: str, settings: GenerationSettings) -> dict:
     if on is False:
         budget = None  # no thinking: nothing to budget
     body: dict = {}
-    if kind in (LLAMA_SERVER, VLLM):
+    llama = kind in LLAMA_CPP_KINDS  # `llamadesk serve` takes llama-server's fields, as it answers
+    if llama or kind == VLLM:
         if on is not None:
             body["chat_template_kwargs"] = {"enable_thinking": on}
         if effort:
             body["reasoning_effort"] = effort
         if budget is not None:
-            body["reasoning_budget_tokens" if kind == LLAMA_SERVER else "thinking_token_budget"] = budget
-        if body and kind == LLAMA_SERVER:
+            body["reasoning_budget_tokens" if llama else "thinking_token_budget"] = budget
+        if body and llama:
             body["reasoning_format"] = "deepseek"  # the thinking apart, whatever the server's default
     elif kind in (OLLAMA, OPENAI):
         if on is False and kind == OLLAMA:

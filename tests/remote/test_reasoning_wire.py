@@ -133,7 +133,8 @@ LLAMA_ON = {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_format
     ("llama-server", None, None, {}, 0),
     ("Ollama", False, None, {"reasoning_effort": "none"}, 0),
     ("Ollama", "low", 10, {"reasoning_effort": "low"}, 1),  # no budget field
-    ("llamadesk serve", True, 10, {}, 2),  # it refuses fields it cannot honour: none are sent, both said
+    ("llamadesk serve", True, 10, {**LLAMA_ON, "reasoning_budget_tokens": 10}, 0),  # llama-server's words
+    ("OpenAI-compatible", True, 10, {}, 2),  # reasoning_effort alone, and no level was asked: both said
 ])
 def test_each_server_kind_is_sent_the_thinking_fields_it_takes(kind, think, budget, sent, said):
     s = thinking(SHORT, think, budget)
