@@ -267,29 +267,29 @@ class ChatView(QTextBrowser):
         which takes the waiting line's place; new text is appended, the line rewritten."""
         if not self._live or self._live_has_text:
             return
-        muted = QTextCharFormat()
-        muted.setForeground(QColor(self.renderer.theme.muted))
-        cur = QTextCursor(self.document())
-        cur.setPosition(self._live_body)
-        cur.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
-        cur.insertText(line, muted)
+        cur, muted = self._think_line(line)
         if not self._live_thinking:
             self._live_thinking = True
             cur.insertBlock(tail_format(first=False), muted)
         if text:
             _insert_lines(self._end(), text, tail_format(first=False), muted)
 
-    def fold_thinking(self, line: str) -> None:
-        """The answer starts: the live reasoning folds to `line` ('Thought for 12.4 s'), and the
-        answer's text begins in a block of its own under it."""
-        if not self._live or not self._live_thinking or self._live_has_text:
-            return
+    def _think_line(self, line: str) -> tuple[QTextCursor, QTextCharFormat]:
+        """Write the live block's line (the waiting line's place); the cursor ends after it."""
         muted = QTextCharFormat()
         muted.setForeground(QColor(self.renderer.theme.muted))
         cur = QTextCursor(self.document())
         cur.setPosition(self._live_body)
         cur.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
         cur.insertText(line, muted)
+        return cur, muted
+
+    def fold_thinking(self, line: str) -> None:
+        """The answer starts: the live reasoning folds to `line` ('Thought for 12.4 s'), and the
+        answer's text begins in a block of its own under it."""
+        if not self._live or not self._live_thinking or self._live_has_text:
+            return
+        cur, _muted = self._think_line(line)
         cur.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cur.removeSelectedText()
         cur.insertBlock(tail_format(first=True), QTextCharFormat())
