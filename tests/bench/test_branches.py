@@ -39,5 +39,12 @@ def test_the_branches_bench_reuses_the_shared_prefix_of_each_branch(model_path):
     assert disk["entries_saved_by_main"] == 1 and disk["bytes_saved"] > 0
     window = r["sliding_window"]  # the bundled Gemma 3 has one; this conversation fits inside it
     assert window is None or window["cells"] > r["main_prompt_tokens"]
+    # Its checkpoints were taken (the prefill's chunk ends) but none was needed; not asked to, the
+    # run measured no case with them off.
+    marks = r["checkpoints"]
+    assert window is None or (marks is not None and marks["saved"] > 0 and marks["bytes_each"] > 0
+                              and marks["restored"] == marks["failed"] == 0)
+    assert all(c["no_checkpoints"] is None for c in cases.values())
     text = table(r)
     assert all(name in text for name in CASES) and "only the shared chat prefix" in text
+    assert window is None or "checkpoints of the window" in text
