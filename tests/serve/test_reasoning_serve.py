@@ -21,6 +21,7 @@ from app.engine.reasoning import BUDGET_MESSAGE
 from tests.gguf_templates import with_chat_template
 from tests.remote.servers import start_llama_server
 from tests.serve.conftest import MODEL_ID, openai_client, start_serve
+from tests.serve.harness import run_batch
 
 R1 = Path(__file__).parent.parent / "data" / "templates" / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 R1_ID = "r1.gguf"
@@ -277,3 +278,16 @@ def test_a_response_held_to_the_shape_has_the_items_llama_server_gives(both):
         assert words(thought.content[0].text), (name, thought)
         assert [c.type for c in message.content] == ["output_text"], name
         assert sentence(message.content[0].text.strip()), (name, message)
+
+
+def test_a_batch_line_gets_the_split_body_an_online_request_gets(ours):
+    line = json.dumps({"custom_id": "think-1", "method": "POST", "url": "/v1/chat/completions",
+                       "body": {"model": R1_ID, "messages": QUESTION, "max_tokens": 48, "temperature": 0,
+                                "grammar": THINKING, "chat_template_kwargs": ON}})
+    batch, out, errors = run_batch(ours.base, (line + "\n").encode())
+    assert batch["status"] == "completed" and not errors and len(out) == 1, (batch, errors)
+    body = out[0]["response"]["body"]
+    m = body["choices"][0]["message"]
+    assert words(m["reasoning_content"]) and sentence(m["content"]), m
+    usage = body["usage"]
+    assert 0 < usage["completion_tokens_details"]["reasoning_tokens"] < usage["completion_tokens"]
