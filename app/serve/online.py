@@ -309,6 +309,9 @@ class OnlineAPI:
         async for i, ev in self.events(call.fan):
             if isinstance(ev, ReasoningDelta):  # a thinking reply's, never the tool format's JSON
                 yield _sse(protocol.chunk(kind, ident, model, ev.text, index=i, reasoning=True))
+                # The answer's deltas carry the tokens of the marker the split took out: counted
+                # against the answer's bytes alone, the answer's own tokens would be cut.
+                visible[i] = logprob_shapes.shown_bytes("", ev.text)
             elif isinstance(ev, TextDelta) and p.tools is None:
                 visible[i] += len(ev.text.encode("utf-8"))
                 lp = self._logprobs(kind, shown[i].take(ev.logprobs, visible[i]), offset[i]) \

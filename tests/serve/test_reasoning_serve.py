@@ -291,3 +291,23 @@ def test_a_batch_line_gets_the_split_body_an_online_request_gets(ours):
     assert words(m["reasoning_content"]) and sentence(m["content"]), m
     usage = body["usage"]
     assert 0 < usage["completion_tokens_details"]["reasoning_tokens"] < usage["completion_tokens"]
+
+
+def test_logprobs_of_a_split_reply_cover_its_answer(ours):
+    """A whole reply's logprobs are every token's, the reasoning's too; a stream's come with the
+    answer's deltas, and none of the answer's own is cut."""
+    with openai_client(ours) as client:
+        r = client.chat.completions.create(model=R1_ID, messages=QUESTION, max_tokens=48, temperature=0,
+                                           logprobs=True, extra_body={"grammar": THINKING,
+                                                                      "chat_template_kwargs": ON})
+        whole = "".join(t.token for t in r.choices[0].logprobs.content)
+        m = r.choices[0].message
+        assert whole.startswith(m.model_extra["reasoning_content"]) and "</think>" in whole
+        assert whole.rstrip().endswith(m.content)
+        chunks = list(client.chat.completions.create(
+            model=R1_ID, messages=QUESTION, max_tokens=48, temperature=0, logprobs=True, stream=True,
+            extra_body={"grammar": THINKING, "chat_template_kwargs": ON}))
+    answer = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    tokens = "".join(t.token for c in chunks if c.choices and c.choices[0].logprobs
+                     for t in c.choices[0].logprobs.content or ())
+    assert sentence(answer.strip()) and tokens.endswith(answer), (answer, tokens)
