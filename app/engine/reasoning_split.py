@@ -84,6 +84,16 @@ class ReasoningSplitter:
         self.phase, self._fresh = phase, True
         self.had_reasoning = self.had_reasoning or phase == REASONING
 
+    def _past_header(self, text: str) -> bool:
+        """A channel header (harmony's `<|start|>assistant<|channel|>final<|message|>`) is neither
+        reasoning nor answer: the answer starts after its end, once that has arrived."""
+        j = text.find(self.format.header_end)
+        if j < 0:
+            return False
+        self._buf = text[j + len(self.format.header_end):]
+        self._enter(ANSWER)
+        return True
+
     def _step(self, r: list[str], a: list[str]) -> bool:
         """Advance over the buffer; True when the phase changed and the rest needs another look."""
         f, buf = self.format, self._buf
@@ -94,12 +104,7 @@ class ReasoningSplitter:
                 self._enter(REASONING)
                 return True
             if f.header and lead.startswith(f.header):  # another channel: its header is dropped
-                j = lead.find(f.header_end)
-                if j < 0:
-                    return False
-                self._buf = lead[j + len(f.header_end):]
-                self._enter(ANSWER)
-                return True
+                return self._past_header(lead)
             if not lead or f.start.startswith(lead) or f.header.startswith(lead):
                 return False
             self._enter(ANSWER)
@@ -123,12 +128,7 @@ class ReasoningSplitter:
             self._buf = body[len(shown):] + buf[len(buf) - keep:]
             return False
         if self.phase == GAP:
-            i = buf.find(f.header_end)
-            if i < 0:
-                return False
-            self._buf = buf[i + len(f.header_end):]
-            self._enter(ANSWER)
-            return True
+            return self._past_header(buf)
         shown = buf.rstrip()
         a.append(self._shown(shown))
         self._buf = buf[len(shown):]

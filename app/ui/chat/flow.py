@@ -281,7 +281,7 @@ class ChatFlow(ToolTurns, QObject):
         if run is not None and self.busy:
             self.gauges = run.gauges
             run.painted = run.thinking.painted = 0
-            run.thinking.folded = False
+            run.thinking.folded, run.thinking.line = False, ""
             self.view.begin_live(self._waiting_line(0.0))
             self._paint_frame()
         else:
@@ -392,7 +392,10 @@ class ChatFlow(ToolTurns, QObject):
         think = run.thinking
         if think.started and not think.folded:
             if think.t_answer is None:
-                self.view.live_think(think.clock(time.perf_counter()), think.unpainted())
+                line, new = think.clock(time.perf_counter()), think.unpainted()
+                if new or line != think.line:  # a frame with nothing new paints nothing
+                    self.view.live_think(line, new)
+                    think.line = line
                 return
             self.view.fold_thinking(think.folded_line())
             think.folded = True

@@ -43,6 +43,7 @@ class LiveThinking:
         self.t_answer: float | None = None  # ... and of the first answer text after it
         self.tokens = 0  # tokens generated when the last reasoning text came
         self.folded = False  # the view has folded the block (the answer is streaming)
+        self.line = ""  # the clock's line the view shows, rewritten only when it changes
 
     def feed_reasoning(self, text: str, t: float, generated: int) -> None:
         if self.t_first is None:
