@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from app.engine.stats import ReplyStats
 from app.history import tree
 from app.history.connection import MAX_ID, StoreBase
+from app.history.doc_rows import attachments_from_json, docs_from_json
 from app.history.errors import ConversationNotFound
 from app.history.records import FORMATS, ConversationSummary, StoredConversation, StoredMessage
 from app.history.tool_rows import calls_from_json
@@ -54,7 +55,8 @@ class ConversationRows(StoreBase):
                 raise ConversationNotFound(self.path, f"no conversation with id {conv_id}")
             rows = c.execute(
                 "SELECT id, conversation_id, role, content, created_at, updated_at, state, stats, "
-                "out_of_context, format, tool_calls, tool_call_id, tool_name, parent_id, edited, reasoning "
+                "out_of_context, format, tool_calls, tool_call_id, tool_name, parent_id, edited, reasoning, "
+                "tool_server, attachments, docs "
                 "FROM messages WHERE conversation_id = ? ORDER BY id",
                 (conv_id,)).fetchall()
         conv = StoredConversation(row[0], row[1], row[2], row[3], row[4], row[5],
@@ -65,7 +67,8 @@ class ConversationRows(StoreBase):
             StoredMessage(r[2], r[3], calls_from_json(r[10]), r[11], r[12], r[13], bool(r[14]), id=r[0],
                           conversation_id=r[1], created_at=r[4], updated_at=r[5], state=r[6],
                           stats=from_json(json.loads(r[7])) if r[7] else None, out_of_context=bool(r[8]),
-                          format=r[9] if r[9] in FORMATS else None, reasoning=r[15])
+                          format=r[9] if r[9] in FORMATS else None, reasoning=r[15], tool_server=r[16],
+                          attachments=attachments_from_json(r[17]), docs=docs_from_json(r[18]))
             for r in rows
         ]
         conv.messages = tree.path_to(conv.tree, conv.active_leaf)

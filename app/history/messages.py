@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 
-from app.engine.message import MessageBody, ToolCall
+from app.engine.message import Attachment, DocsUse, MessageBody, ToolCall
 from app.engine.stats import ReplyStats
 from app.history.connection import MAX_ID, StoreBase
 from app.history.conversations import insert_conversation, repair_leaf
@@ -30,6 +30,7 @@ from app.history.records import (
     STATES,
     StoredConversation,
 )
+from app.history.doc_rows import attachments_json, docs_json
 from app.history.tool_rows import calls_json
 
 log = logging.getLogger("llamadesk.store")
@@ -59,12 +60,14 @@ class MessageRows(StoreBase):
                     created_at: float | None = None, updated_at: float | None = None,
                     tool_calls: Sequence[ToolCall] = (), tool_call_id: str | None = None,
                     tool_name: str | None = None, parent_id: int | None = AT_LEAF,
-                    edited: bool = False, reasoning: str = "") -> int:
+                    edited: bool = False, reasoning: str = "", tool_server: str | None = None,
+                    attachments: Sequence[Attachment] = (), docs: DocsUse | None = None) -> int:
         """Append a message after `parent_id` (AT_LEAF: the path shown; None: a first message),
         and show the path it ends; the first user message names an untitled conversation. A
         "tool" message is a call's result: `tool_name` says whose, `tool_call_id` which call."""
         body = MessageBody(role, content, tuple(tool_calls), tool_call_id, tool_name, edited=edited,
-                           reasoning=reasoning)
+                           reasoning=reasoning, tool_server=tool_server, attachments=tuple(attachments),
+                           docs=docs)
         problem = body.problem()
         if problem:
             raise ValueError(problem)
@@ -253,11 +256,12 @@ def _insert(c, conv_id, body: MessageBody, stats, state, out_of_context, created
     cur = c.execute(
         "INSERT INTO messages (conversation_id, role, content, created_at, updated_at, state, stats, "
         "out_of_context, writer_pid, format, tool_calls, tool_call_id, tool_name, parent_id, edited, "
-        "reasoning) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "reasoning, tool_server, attachments, docs) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conv_id, body.role, body.content, created, updated, state, _stats_json(stats), int(out_of_context),
          os.getpid() if state == GENERATING else None, fmt, calls_json(body.tool_calls), body.tool_call_id,
-         body.tool_name, body.parent_id, int(body.edited), body.reasoning))
+         body.tool_name, body.parent_id, int(body.edited), body.reasoning, body.tool_server,
+         attachments_json(body.attachments), docs_json(body.docs)))
     return cur.lastrowid
 
 

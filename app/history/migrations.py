@@ -126,7 +126,27 @@ V6 = [
     "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",
 ]
 
-STEPS = [V1, V2, V3, V4, V5, V6]
+# v7: MCP tools and documents. A tool row answered by an MCP server names it (`tool_server`); a
+# user row's `attachments` is a JSON list of the documents given with it (app.engine.message
+# Attachment), whose extracted text is kept once per hash in `documents`, so a conversation reopens
+# with the words the model read; an assistant row's `docs` is a JSON DocsUse: whole or retrieved,
+# and the numbered sources it was given. NULL: none, which every earlier message is.
+V7 = [
+    "ALTER TABLE messages ADD COLUMN tool_server TEXT",
+    "ALTER TABLE messages ADD COLUMN attachments TEXT",
+    "ALTER TABLE messages ADD COLUMN docs TEXT",
+    """CREATE TABLE documents (
+        sha256 TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        pages INTEGER NOT NULL DEFAULT 0,
+        text TEXT NOT NULL,
+        page_starts TEXT,
+        created_at REAL NOT NULL
+    )""",
+]
+
+STEPS = [V1, V2, V3, V4, V5, V6, V7]
 CURRENT = len(STEPS)
 
 
