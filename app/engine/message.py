@@ -55,7 +55,7 @@ class Source:
     n: int
     document: str  # the document's name
     sha256: str  # its text's hash: an attachment's, or a collection file's
-    where: str = ""  # "page 3", "Install › Linux": where in the document, for the user
+    where: str = ""  # "page 3", "Install > Linux": where in the document, for the user
     start: int = 0  # the passage's character span in the document's text, to show it in place
     end: int = 0
     snippet: str = ""  # its first words, one line

@@ -21,6 +21,7 @@ from app.engine.stats import ReplyStats
 from app.history.connection import MAX_ID, StoreBase
 from app.history.conversations import insert_conversation, repair_leaf
 from app.history.db_file import pid_alive
+from app.history.doc_rows import attachments_json, docs_json
 from app.history.errors import StoreError
 from app.history.records import (
     COMPLETE,
@@ -30,7 +31,6 @@ from app.history.records import (
     STATES,
     StoredConversation,
 )
-from app.history.doc_rows import attachments_json, docs_json
 from app.history.tool_rows import calls_json
 
 log = logging.getLogger("llamadesk.store")

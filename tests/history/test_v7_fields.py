@@ -17,7 +17,8 @@ def test_the_v7_fields_round_trip(tmp_path):
         cid = s.create_conversation("t")
         s.add_message(cid, "user", "what does it say?", attachments=[att])
         s.add_message(cid, "assistant", "It says [1].", docs=docs)
-        s.add_message(cid, "tool", "12:00", tool_call_id="c1", tool_name="get_current_time", tool_server="time")
+        s.add_message(cid, "tool", "12:00", tool_call_id="c1", tool_name="get_current_time",
+                      tool_server="time")
         got = s.get_conversation(cid).messages
     assert got[0].attachments == (att,) and got[0].docs is None
     assert got[1].docs == docs and got[1].attachments == ()
@@ -29,7 +30,8 @@ def test_a_v6_file_migrates_to_v7(tmp_path):
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN")
     migrations.migrate(conn, target=6)
-    conn.execute("INSERT INTO conversations (title, created_at, updated_at, settings) VALUES ('x', 1, 1, '{}')")
+    conn.execute("INSERT INTO conversations (title, created_at, updated_at, settings) "
+                 "VALUES ('x', 1, 1, '{}')")
     conn.execute("INSERT INTO messages (conversation_id, role, content, created_at, updated_at, state) "
                  "VALUES (1, 'user', 'hello', 1, 1, 'complete')")
     conn.execute("COMMIT")
