@@ -20,8 +20,8 @@ from app.errors import LlamaDeskError
 from app.ui.qt_args import split_qt_args
 
 # Subcommand modules under app.commands, in the order `--help` lists them.
-COMMANDS = ("ask", "models", "pull", "embed", "bench", "batch", "serve", "compare", "list", "export",
-            "import_")
+COMMANDS = ("ask", "models", "pull", "embed", "docs", "mcp", "bench", "batch", "serve", "compare", "list",
+            "export", "import_")
 
 
 class OneLineParser(argparse.ArgumentParser):
