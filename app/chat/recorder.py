@@ -124,12 +124,14 @@ class TurnRecorder:
         return self._guard("save the reply", lambda: Turn(conv_id, None, self.store.begin_reply(conv_id),
                                                           list(history_ids), False))
 
-    def tool_result(self, conv_id: int | None, call: ToolCall, result: str) -> int | None:
-        """A call's result, as a tool message after the reply that made the call."""
+    def tool_result(self, conv_id: int | None, call: ToolCall, result: str,
+                    server: str | None = None) -> int | None:
+        """A call's result, as a tool message after the reply that made the call (`server`: the
+        MCP server that answered it)."""
         if conv_id is None:
             return None
         return self._guard("save the tool's result", lambda: self.store.add_message(
-            conv_id, "tool", result, tool_call_id=call.id, tool_name=call.name))
+            conv_id, "tool", result, tool_call_id=call.id, tool_name=call.name, tool_server=server))
 
     def progress(self, turn: Turn | None, text: str, reasoning: str | None = None) -> None:
         """Save the growing reply; `reasoning` None leaves the saved reasoning as it was."""
