@@ -21,8 +21,9 @@ from fastapi.responses import JSONResponse, Response
 
 from app.engine.sampling import GenerationSettings
 from app.serve import batches, embeddings, files, online, responses
-from app.serve.batch_api_runs import BatchRuns, OneHost
+from app.serve.batch_api_runs import BatchRuns
 from app.serve.batch_api_store import BatchStore, StoreBug, StoreError
+from app.serve.batch_hosts import OneHost
 from app.serve.engine_host import ServeEngine
 from app.serve.guard import Guard, HostRule
 from app.serve.http_rules import KeyCheck, add_error_handlers

@@ -32,10 +32,9 @@ import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Protocol
 
 from app.batch_jsonl.api_file import read_api_file
 from app.batch_jsonl.requests import INVALID_URL, BatchInputError, InputItem, refusal
@@ -51,10 +50,10 @@ from app.openai_compat.tools import ToolCalls
 from app.serve import logprob_shapes, protocol
 from app.serve.batch_api_lines import Line, choices, ended_unasked, failure
 from app.serve.batch_api_store import BatchStore, StoreBug, StoreError, reason
+from app.serve.batch_hosts import Hosts
 from app.serve.engine_host import ServeEngine
 from app.serve.protocol import batch_errors
 from app.serve.reasoning import ServedThinking
-from app.serve.side_engine import SideEngine
 from app.slots.types import RequestDone, SlotResult, SlotStats
 
 log = logging.getLogger("llamadesk.serve.batch")
@@ -66,53 +65,6 @@ _END = None  # on the results queue: every request submitted has ended
 
 class WriteFailed(Exception):
     """The data folder refused a write of this batch: the batch fails with this line."""
-
-
-class Hosts(Protocol):
-    """Where a batch's requests decode: the one engine, or (app.serve.models_api) the engine of
-    the model its lines name, held loaded while the batch runs."""
-
-    def batch_model(self, path: str | Path) -> str:
-        """The model a batch file's lines are for (the name they give it)."""
-        ...
-
-    def check(self, path: str | Path) -> None:
-        """ValueError, said as one line, when a batch of this file cannot run here."""
-        ...
-
-    def hold(self, model: str) -> ServeEngine:
-        """The model's engine, loaded and kept so until release (LlamaDeskError if it cannot be)."""
-        ...
-
-    def side(self, model: str) -> SideEngine:
-        """A held model's side thread, where its embeddings run."""
-        ...
-
-    def release(self, model: str) -> None: ...
-
-
-@dataclass
-class OneHost:
-    """A single-model server's: every batch on its one engine."""
-
-    host: ServeEngine
-    model_id: str
-    side_engine: SideEngine
-
-    def batch_model(self, path: str | Path) -> str:
-        return self.model_id
-
-    def check(self, path: str | Path) -> None:
-        return None  # a line for another model is that line's error, as before
-
-    def hold(self, model: str) -> ServeEngine:
-        return self.host
-
-    def side(self, model: str) -> SideEngine:
-        return self.side_engine
-
-    def release(self, model: str) -> None:
-        return None
 
 
 class BatchRun:
