@@ -40,6 +40,7 @@ from app.config import THEMES, AppConfig
 from app.engine import backend, prompt_cache
 from app.engine.prompt import TranscriptFormat
 from app.ui.settings.hardware import HardwarePanel
+from app.ui.settings.mcp_page import McpPage
 from app.ui.widgets.levels import LevelLabel
 
 # (label, what it does in a line, more on hover)
@@ -118,7 +119,7 @@ def _dspin(lo: float, hi: float, value: float, step: float, decimals: int = 2) -
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, cfg: AppConfig, parent=None, report=None):
+    def __init__(self, cfg: AppConfig, parent=None, report=None, mcp_hub=None, count_tokens=None):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._cfg = cfg
@@ -210,6 +211,10 @@ class SettingsDialog(QDialog):
             page = QWidget()
             page.setLayout(form)
             self.tabs.addTab(page, title)
+        # MCP servers: saved to mcp.json as they change, apart from OK and Cancel (app.ui.settings.mcp_page)
+        self.mcp = McpPage(mcp_hub, count_tokens)
+        self.tabs.addTab(self.mcp, "Tools")
+        self.finished.connect(lambda _r: self.mcp.stop())
         self.error = LevelLabel()  # red that reads on the theme showing, chosen again on a switch
         self.error.set_level("error")
         self.error.setWordWrap(True)
