@@ -63,6 +63,9 @@ class StoredConversation:
     # message to `active_leaf` (what the engine is sent, what an export writes).
     tree: list[StoredMessage] = field(default_factory=list)
     active_leaf: int | None = None
+    # The texts its attachments name, by sha256 ({name, kind, pages, text, page_starts}: the
+    # transcript's form), filled by the store (app.history.documents) and a transcript's import.
+    documents: dict[str, dict] = field(default_factory=dict)
 
     def alternatives(self, msg: StoredMessage) -> list[int]:
         """The ids of the messages that follow what `msg` follows, `msg` among them, oldest first:

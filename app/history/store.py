@@ -31,6 +31,7 @@ from app import paths
 from app.history import tree
 from app.history.conversations import ConversationRows
 from app.history.db_file import NotWritable, diagnose
+from app.history.documents import DocumentRows
 from app.history.errors import ConversationNotFound, StoreError, StoreUnavailableError
 from app.history.messages import MessageRows, make_title
 from app.history.opening import connect_or_move_aside, connect_read_only
@@ -48,7 +49,7 @@ def default_path() -> Path:
     return paths.data_dir() / DB_NAME
 
 
-class Store(ConversationRows, MessageRows, MessageSearch):
+class Store(DocumentRows, ConversationRows, MessageRows, MessageSearch):
     """Open with `Store.open()`; close it (or use `with`) when done."""
 
     def fork(self, conv_id: int, msg_id: int) -> int:

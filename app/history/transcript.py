@@ -23,10 +23,19 @@ with none is written as version 2, byte for byte what LlamaDesk wrote before:
 any reader takes it. One with reasoning says 3, so an older LlamaDesk refuses
 it in one line instead of importing it without the thinking, which its
 reader, ignoring unknown keys, would otherwise quietly do.
+
+Version 4 adds documents and MCP tools: a user message's `attachments` (the documents given
+with it, each naming its text by sha256), an assistant message's `docs` (whole or retrieved,
+its tokens and numbered sources), a tool message's `tool_server` (the MCP server that answered),
+each only where a message has one, and the conversation's `documents`, the texts its
+attachments name ({sha256: {name, kind, pages, text, page_starts}}), so an import reopens with
+the words the model read. Only a conversation with any of these says 4; one without is
+written as before, byte for byte.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import MISSING, fields, replace
@@ -34,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app import __version__
-from app.engine.message import ROLES
+from app.engine.message import ROLES, Attachment, DocsUse
 from app.engine.stats import ReplyStats
 from app.history import timestamps, tree
 from app.history.errors import TranscriptError
@@ -42,9 +51,10 @@ from app.history.records import FORMATS, STATES, StoredConversation, StoredMessa
 from app.history.tool_rows import calls_from_list
 
 FORMAT = "llamadesk.transcript"
-VERSION = 3  # written when a message has reasoning; without any, PLAIN_VERSION
+VERSION = 4  # written when a message has documents or an MCP server; see _version
+THINKING_VERSION = 3  # a message has reasoning (and none of version 4's fields)
 PLAIN_VERSION = 2
-READS = (1, 2, 3)  # a version 1 file is a line: each message follows the one before
+READS = (1, 2, 3, 4)  # a version 1 file is a line: each message follows the one before
 
 
 def _finite(v):
@@ -57,10 +67,9 @@ def to_document(conv: StoredConversation) -> dict:
     rows, parents = written_tree(conv)
     written = {m.id for m in rows}
     leaf = conv.messages[-1].id if conv.messages and conv.tree else (rows[-1].id if rows else None)
-    thinking = any(m.reasoning for m in rows)
     return {
         "format": FORMAT,
-        "version": VERSION if thinking else PLAIN_VERSION,
+        "version": _version(rows),
         "app_version": __version__,
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "conversation": {
@@ -74,6 +83,7 @@ def to_document(conv: StoredConversation) -> dict:
             "reply_format": conv.reply_format,
             "tools": conv.tools,
             "active_leaf": leaf if leaf in written else None,
+            **({"documents": _documents(conv, rows)} if _documents(conv, rows) else {}),
             "messages": [
                 {
                     "id": m.id,
@@ -90,11 +100,37 @@ def to_document(conv: StoredConversation) -> dict:
                               if m.stats is not None else None),
                     **_tool_fields(m),
                     **({"reasoning": m.reasoning} if m.reasoning else {}),
+                    **_document_fields(m),
                 }
                 for i, m in enumerate(rows)
             ],
         },
     }
+
+
+def _version(rows: list[StoredMessage]) -> int:
+    """The oldest version that holds what the messages have: an older LlamaDesk then refuses
+    only what it would import without some of it."""
+    if any(m.attachments or m.docs is not None or m.tool_server is not None for m in rows):
+        return VERSION
+    return THINKING_VERSION if any(m.reasoning for m in rows) else PLAIN_VERSION
+
+
+def _document_fields(m: StoredMessage) -> dict:
+    out: dict = {}
+    if m.attachments:
+        out["attachments"] = [a.to_json() for a in m.attachments]
+    if m.docs is not None:
+        out["docs"] = m.docs.to_json()
+    if m.tool_server is not None:
+        out["tool_server"] = m.tool_server
+    return out
+
+
+def _documents(conv: StoredConversation, rows: list[StoredMessage]) -> dict:
+    """The texts the written messages' attachments name, those the conversation has."""
+    named = {a.sha256 for m in rows for a in m.attachments}
+    return {sha: d for sha, d in (conv.documents or {}).items() if sha in named}
 
 
 def written_tree(conv: StoredConversation) -> tuple[list[StoredMessage], list[int | None]]:
@@ -263,6 +299,7 @@ def from_document(doc) -> StoredConversation:
         settings=_get(c, "settings", (dict,), w, optional=True) or {},
         reply_format=_get(c, "reply_format", (dict,), w, optional=True),
         tools=_get(c, "tools", (dict,), w, optional=True),
+        documents=_read_documents(c),
     )
     listed = _get(c, "messages", (list,), w)
     if version == 1:  # a line, as version 1 kept every conversation
@@ -338,10 +375,73 @@ def _message(m, mw: str) -> StoredMessage:
         tool_calls=calls, tool_call_id=_get(m, "tool_call_id", (str,), mw, optional=True),
         tool_name=_get(m, "tool_name", (str,), mw, optional=True),
     )
+    msg.attachments, msg.docs = _attachments(m, mw), _docs(m, mw)
+    msg.tool_server = _get(m, "tool_server", (str,), mw, optional=True)
     problem = msg.problem()
     if problem:
         raise _Bad(f"{mw}: {problem}")
     return msg
+
+
+def _attachments(m: dict, mw: str) -> tuple[Attachment, ...]:
+    listed = _get(m, "attachments", (list,), mw, optional=True) or []
+    out = []
+    for i, a in enumerate(listed):
+        where = f"{mw}.attachments[{i}]"
+        if not isinstance(a, dict):
+            raise _Bad(f"{where} should be an object")
+        for key in ("name", "sha256", "kind"):
+            _get(a, key, (str,), where)
+        for key in ("pages", "tokens", "chars"):
+            _get(a, key, (int,), where, optional=True)
+        _get(a, "path", (str,), where, optional=True)
+        out.append(Attachment.from_json({k: v for k, v in a.items() if v is not None}))
+    return tuple(out)
+
+
+def _docs(m: dict, mw: str) -> DocsUse | None:
+    d = _get(m, "docs", (dict,), mw, optional=True)
+    if d is None:
+        return None
+    where = f"{mw}.docs"
+    if _get(d, "mode", (str,), where) not in ("whole", "retrieved"):
+        raise _Bad(f"{where}.mode {d['mode']!r} is not whole or retrieved")
+    _get(d, "tokens", (int,), where, optional=True)
+    for i, s in enumerate(_get(d, "sources", (list,), where, optional=True) or []):
+        sw = f"{where}.sources[{i}]"
+        if not isinstance(s, dict):
+            raise _Bad(f"{sw} should be an object")
+        _get(s, "n", (int,), sw)
+        _get(s, "document", (str,), sw)
+        _get(s, "sha256", (str,), sw)
+        for key in ("start", "end"):
+            _get(s, key, (int,), sw, optional=True)
+        for key in ("where", "snippet", "collection"):
+            _get(s, key, (str,), sw, optional=True)
+    return DocsUse.from_json(d)
+
+
+def _read_documents(c: dict) -> dict[str, dict]:
+    """The conversation's document texts, each checked against the hash it is kept under (the
+    store keeps one text per hash: a hand-edited text must not pass for another)."""
+    docs = _get(c, "documents", (dict,), "conversation", optional=True) or {}
+    out = {}
+    for sha, d in docs.items():
+        where = f"conversation.documents[{sha!a}]"
+        if not isinstance(d, dict):
+            raise _Bad(f"{where} should be an object")
+        text = _get(d, "text", (str,), where)
+        for key in ("name", "kind"):
+            _get(d, key, (str,), where)
+        _get(d, "pages", (int,), where, optional=True)
+        starts = _get(d, "page_starts", (list,), where, optional=True) or []
+        if any(type(p) is not int or not 0 <= p <= len(text) for p in starts):
+            raise _Bad(f"{where}.page_starts should be character offsets into its text")
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha:
+            raise _Bad(f"{where}.text does not match its sha256: the text was changed")
+        out[sha] = {"name": d["name"], "kind": d["kind"], "pages": d.get("pages") or 0, "text": text,
+                    "page_starts": list(starts)}
+    return out
 
 
 def load(path: str | Path) -> StoredConversation:

@@ -168,7 +168,7 @@ def test_text_marks_every_line_of_the_reasoning_before_the_answer(conv):
 def test_the_transcript_carries_reasoning_as_version_3_and_imports_it_exactly(conv, tmp_path):
     path = export.export(conv, tmp_path / "t.json")
     doc = json.loads(path.read_text("utf-8"))
-    assert doc["version"] == transcript.VERSION == 3
+    assert doc["version"] == transcript.THINKING_VERSION == 3
     msgs = doc["conversation"]["messages"]
     assert [m.get("reasoning") for m in msgs] == [None, THOUGHT, None, None, None, "1001 = 7 x 11 x"]
     assert msgs[1]["stats"]["reasoning_tokens"] == 431 and msgs[1]["stats"]["ttfa_s"] == 12.6

@@ -171,11 +171,11 @@ def test_the_small_tree_itself_reads_with_its_path_and_a_null_leaf_shows_the_las
     assert (empty.tree, empty.messages, empty.active_leaf) == ([], [], None)
 
 
-def test_a_version_4_file_is_refused_naming_the_versions_read(tmp_path):
+def test_a_version_5_file_is_refused_naming_the_versions_read(tmp_path):
     doc = _doc()
-    doc["version"] = 4
+    doc["version"] = 5
     with pytest.raises(transcript._Bad,
-                       match="version 4 is a newer version; this LlamaDesk reads versions 1, 2 and 3"):
+                       match="version 5 is a newer version; this LlamaDesk reads versions 1, 2, 3 and 4"):
         transcript.from_document(doc)
 
 

@@ -17,12 +17,18 @@ A thinking model's reasoning comes before its answer, folded where the format
 can fold (HTML, and Markdown through `<details>`) and marked off where it
 cannot (text), under one label: "Thought for 12.4 s · 431 tokens". A reply
 without reasoning is written exactly as before.
+
+A question's attachments are named under it, and a reply given documents says how (whole, or
+the passages retrieved) and lists its numbered sources, as the prompt numbered them for the
+model to cite; a tool's result names the MCP server that answered it in its heading. A
+conversation without any of these is written exactly as before.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.engine.message import DOCS_WHOLE, Attachment, DocsUse, Source
 from app.history import timestamps, transcript
 from app.history.records import INTERRUPTED, JSON_REPLY, StoredConversation, StoredMessage
 from app.rendering.markdown_html import json_markdown
@@ -58,7 +64,33 @@ def marks(m: StoredMessage, version: tuple[int, int] | None = None) -> list[str]
         out.append("still generating")
     if m.out_of_context:
         out.append("out of context")
+    if m.role == "tool" and m.tool_server:
+        out.append(f"MCP server {m.tool_server}")
     return out
+
+
+def attachment_label(a: Attachment) -> str:
+    """An attachment as its chip says it: its name, kind, pages and tokens."""
+    facts = [a.kind] + ([f"{a.pages} pages" if a.pages != 1 else "1 page"] if a.pages else [])
+    if a.tokens:
+        facts.append(f"{a.tokens:,} tokens")
+    return f"{a.name} ({', '.join(facts)})"
+
+
+def docs_label(d: DocsUse) -> str:
+    """How a reply was given its documents: whole, or how many passages were retrieved."""
+    if d.mode == DOCS_WHOLE:
+        return f"Documents given whole · {d.tokens:,} tokens"
+    n = len(d.sources)
+    return f"Retrieved {n} passage{'s' if n != 1 else ''} · {d.tokens:,} tokens"
+
+
+def source_label(s: Source) -> str:
+    """One numbered source: the document, where in it, and its first words."""
+    where = f", {s.where}" if s.where else ""
+    coll = f" (collection {s.collection})" if s.collection else ""
+    snippet = " ".join(s.snippet.split())
+    return f"[{s.n}] {s.document}{where}{coll}" + (f": “{snippet}”" if snippet else "")
 
 
 def reply_markdown(m: StoredMessage) -> str:

@@ -21,6 +21,10 @@ leaves the ones before (app.history.export.common says why).
 A reply's reasoning is folded above its answer, in a <details> whose summary
 says how long it thought ("Thought for 12.4 s · 431 tokens"), rendered by the
 same renderer as the answer: reasoning is model output like any other.
+
+A question's attachments and a reply's documents (whole or retrieved) with its numbered sources
+are listed under the message, escaped like every other string; their style is added only to a
+page that has some, so one without exports byte for byte as before.
 """
 
 from __future__ import annotations
@@ -29,11 +33,14 @@ from html import escape
 
 from app.history.export.common import (
     ROLE_NAMES,
+    attachment_label,
     branch_heading,
+    docs_label,
     header_facts,
     heading_marks,
     reply_markdown,
     sections,
+    source_label,
     stamp,
     thought_label,
     title,
@@ -87,6 +94,11 @@ THINKING_CSS = """
 .thinking .reasoning { overflow-wrap: anywhere; }
 """
 
+DOCS_CSS = """
+.docs { color: var(--muted); font-size: 0.85em; margin: 6px 0; }
+.docs ul { margin: 2px 0; padding-left: 18px; }
+"""
+
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
@@ -116,6 +128,18 @@ def _thinking(m: StoredMessage, renderer: HtmlRenderer) -> str:
             f'<div class="reasoning">{renderer.render(m.reasoning).html}</div></details>')
 
 
+def _documents(m: StoredMessage) -> str:
+    out = ""
+    if m.attachments:
+        items = "".join(f"<li>{_e(attachment_label(a))}</li>" for a in m.attachments)
+        out += f'<div class="docs attached">Attached<ul>{items}</ul></div>'
+    if m.docs is not None:
+        items = "".join(f"<li>{_e(source_label(s))}</li>" for s in m.docs.sources)
+        out += (f'<div class="docs sources">{_e(docs_label(m.docs))}'
+                f'{f"<ul>{items}</ul>" if items else ""}</div>')
+    return out
+
+
 def _message(m: StoredMessage, renderer: HtmlRenderer, version: tuple[int, int] | None = None,
              with_id: bool = False) -> str:
     cls = ["msg", _e(m.role)] + (["out-of-context"] if m.out_of_context else [])
@@ -125,7 +149,7 @@ def _message(m: StoredMessage, renderer: HtmlRenderer, version: tuple[int, int] 
     return (f'<section class="{" ".join(cls)}"><div class="head">'
             f'<span class="role">{_e(ROLE_NAMES.get(m.role, m.role))}</span>'
             f'<span class="when">{_e(stamp(m))}</span>{extra}</div>{_thinking(m, renderer)}'
-            f'<div class="content">{body}</div>{_stats(m)}</section>')
+            f'<div class="content">{body}</div>{_documents(m)}{_stats(m)}</section>')
 
 
 def render(conv: StoredConversation, all_branches: bool = False) -> str:
@@ -136,7 +160,9 @@ def render(conv: StoredConversation, all_branches: bool = False) -> str:
     parts = sections(conv, all_branches)
     branched = len(parts) > 1
     version = versions(conv)
-    css = CSS + (THINKING_CSS if any(m.reasoning for b in parts for m in b.messages) else "")
+    shown = [m for b in parts for m in b.messages]
+    css = CSS + (THINKING_CSS if any(m.reasoning for m in shown) else "") \
+        + (DOCS_CSS if any(m.attachments or m.docs is not None for m in shown) else "")
     body = "\n".join(
         (f'<h2 class="branch">{_e(branch_heading(b, len(parts)))}</h2>\n' if branched else "")
         + "\n".join(_message(m, renderer, version.get(m.id), branched) for m in b.messages)

@@ -10,6 +10,8 @@ The path shown is written, each message a `##` heading ("## Assistant
 (version 2 of 3)" where it has alternatives); with `all_branches`, each
 branch is a `##` section of `###` messages after the path shown, from where
 it leaves it (app.history.export.common says why sections, not the tree).
+A question's attachments and a reply's documents and sources are lists under the message, their
+names and snippets escaped so a file called `*x*` reads as its name.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ import re
 
 from app.history.export.common import (
     ROLE_NAMES,
+    attachment_label,
     branch_heading,
+    docs_label,
     has_body,
     header_facts,
     heading_marks,
     reply_markdown,
     sections,
+    source_label,
     stamp,
     thought_label,
     title,
@@ -33,6 +38,24 @@ from app.history.records import StoredConversation
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 _END_FOLD = re.compile(r"</(details|summary)", re.IGNORECASE)
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|!~&])")
+
+
+def _plain(text: str) -> str:
+    """Text that Markdown shows as the characters it is."""
+    return _SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def _documents(m) -> list[str]:
+    """A question's attachments, a reply's documents and sources; nothing for a message without."""
+    out: list[str] = []
+    if m.attachments:
+        out += ["**Attached:**", "", *(f"- {_plain(attachment_label(a))}" for a in m.attachments), ""]
+    if m.docs is not None:
+        out += [f"**{_plain(docs_label(m.docs))}**", ""]
+        if m.docs.sources:
+            out += [*(f"- {_plain(source_label(s))}" for s in m.docs.sources), ""]
+    return out
 
 
 def _close_fences(text: str) -> str:
@@ -82,6 +105,7 @@ def render(conv: StoredConversation, all_branches: bool = False) -> str:
             out += ["---", "", head, "", f"*{stamp(m)}*", "", *_thinking(m)]
             if has_body(m) or not m.reasoning:  # cut off while thinking: the fold is all it says
                 out += [body, ""]
+            out += _documents(m)
             if m.stats is not None:
                 out += [f"> stats: {m.stats.summary()}", ""]
     return "\n".join(out)

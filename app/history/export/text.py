@@ -6,17 +6,21 @@ ends and the answer begins is plain without any rendering.
 
 The path shown, a message with alternatives marked "version 2 of 3"; with
 `all_branches`, each branch after it as an underlined section from where it
-leaves the ones before (app.history.export.common says why).
+leaves the ones before (app.history.export.common says why). A question's attachments follow
+it ("Attached: ..."), and a reply's documents and numbered sources follow the reply.
 """
 
 from __future__ import annotations
 
 from app.history.export.common import (
     ROLE_NAMES,
+    attachment_label,
     branch_heading,
+    docs_label,
     header_facts,
     heading_marks,
     sections,
+    source_label,
     stamp,
     thought_label,
     title,
@@ -51,6 +55,10 @@ def render(conv: StoredConversation, all_branches: bool = False) -> str:
             elif m.content or not (m.tool_calls or m.reasoning):
                 out.append(m.content)
             out += calls_text(m.tool_calls)
+            out += [f"Attached: {attachment_label(a)}" for a in m.attachments]
+            if m.docs is not None:
+                out.append(f"{docs_label(m.docs)}:" if m.docs.sources else docs_label(m.docs))
+                out += [f"  {source_label(s)}" for s in m.docs.sources]
             if m.stats is not None:
                 out.append(f"  -- {m.stats.summary()}")
             out.append("")
