@@ -5,6 +5,13 @@ without knowing about the view, and so tests can check regenerate/edit logic
 without a window. Indices here are the ones `LocalChatEngine.reply(...).dropped`
 refers to: the history passed to the engine is `messages` in order. Its only
 file format is the store's transcript (app/history/transcript.py).
+
+Its documents are the attachments of the user messages on the path shown, in
+order: a document given once stays with the conversation for every later turn
+of that branch (each turn is given it again, whole or retrieved, by
+app.chat.documents), and an edit that leaves the branch leaves its documents
+with it. Their texts are held by hash beside the messages, as the store keeps
+them. Its chosen collections live in its settings, so they reopen.
 """
 
 from __future__ import annotations
@@ -13,10 +20,12 @@ from dataclasses import dataclass, field
 
 from app.chat.reply_format import ReplyFormat, ReplyFormatError
 from app.chat.tool_set import ToolSet, ToolSetError
-from app.engine.message import MessageBody, ToolCall
+from app.engine.message import Attachment, MessageBody, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.history.records import COMPLETE, StoredConversation
+
+Attached = tuple[Attachment, str, tuple[int, ...]]  # an attachment, its text, its pages' starts
 
 
 @dataclass(kw_only=True)
@@ -71,6 +80,33 @@ class LiveConversation:
     # and think_budget): None follows the template's default, and no budget.
     think: bool | str | None = None
     think_budget: int | None = None
+    # The collections its turns search (names of `llamadesk docs add` folders), saved in settings.
+    collections: list[str] = field(default_factory=list)
+    # The texts its attachments name, by sha256: (text, each PDF page's start offset).
+    documents: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+
+    def attachments(self) -> list[Attachment]:
+        """The documents of the path shown, in the order they were given, each once."""
+        seen: dict[str, Attachment] = {}
+        for m in self.messages:
+            for a in m.attachments:
+                seen.setdefault(a.sha256, a)
+        return list(seen.values())
+
+    def keep_document(self, sha256: str, text: str, page_starts: tuple[int, ...] = ()) -> None:
+        """Hold an attachment's text (app.docs' Extracted) for the turns that follow."""
+        self.documents[sha256] = (text, tuple(page_starts))
+
+    def attached(self, pending: list[Attachment] | None = None) -> list[Attached]:
+        """What app.chat.documents.plan_turn is given: the path's attachments and then `pending`
+        (the question's own), each with its text; one whose text is not held is left out."""
+        out, seen = [], set()
+        for a in [*self.attachments(), *(pending or [])]:
+            if a.sha256 in self.documents and a.sha256 not in seen:
+                seen.add(a.sha256)
+                text, starts = self.documents[a.sha256]
+                out.append((a, text, starts))
+        return out
 
     def waiting_calls(self) -> list[ToolCall]:
         """The last reply's calls that have no result yet (a declared tool's: the user answers)."""
@@ -151,6 +187,10 @@ class LiveConversation:
                 for m in stored.messages if m.role in ("user", "assistant", "tool")
                 and not (m.role == "assistant" and m.state != COMPLETE and not (m.content or m.tool_calls))]
         conv = cls(stored.system_prompt or "", msgs, stored.title, stored.id)
+        chosen = (stored.settings or {}).get("collections")
+        conv.collections = [n for n in chosen if isinstance(n, str)] if isinstance(chosen, list) else []
+        for sha, d in (stored.documents or {}).items():
+            conv.keep_document(sha, d["text"], tuple(d.get("page_starts") or ()))
         try:
             conv.reply_format = ReplyFormat.from_json(stored.reply_format)
         except ReplyFormatError as e:

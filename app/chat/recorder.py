@@ -23,15 +23,17 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from app.chat.doc_prompt import DocsPlan
 from app.chat.engines import ReplyEngine
 from app.chat.reply import Reply
 from app.chat.reply_format import reply_kind
 from app.engine.control import CancelToken, EventSink
 from app.engine.events import Event, ReasoningDelta, TextDelta
-from app.engine.message import MessageBody, ToolCall
+from app.engine.message import Attachment, DocsUse, MessageBody, ToolCall
 from app.engine.sampling import GenerationSettings
 from app.engine.stats import ReplyStats
 from app.history import tree
+from app.history.documents import DocumentLike
 from app.history.errors import StoreError
 from app.history.messages import AT_LEAF
 from app.history.records import COMPLETE, INTERRUPTED
@@ -43,6 +45,9 @@ log = logging.getLogger("llamadesk.recorder")
 SAVE_EVERY_S = 0.5  # twice the promised rate: a crash loses well under a second
 
 ErrorSink = Callable[[str], None]
+# A question's new attachment and its extracted text (app.docs.extract.Extracted), to keep.
+NewAttachment = tuple[Attachment, DocumentLike]
+COLLECTIONS = "collections"  # the settings key of a conversation's chosen collections
 
 
 @dataclass
@@ -88,28 +93,38 @@ class TurnRecorder:
                 self._on_error(f"Conversation history is not being saved ({what}: {e}).")
             return None
 
-    def _conversation_fields(self, system: str | None, settings: GenerationSettings) -> dict:
+    def _conversation_fields(self, system: str | None, settings: GenerationSettings,
+                             collections: Sequence[str] | None = None) -> dict:
         meta = settings.to_json()
         if self.model is not None:
             meta["model"] = self.model
+        if collections:
+            meta[COLLECTIONS] = list(collections)
         return {"system_prompt": system, "settings": meta,
                 "model": self.model["file"] if self.model else None}
 
     def begin(self, conv_id: int | None, user_text: str, system: str | None,
               settings: GenerationSettings, history_ids: Sequence[int | None] = (),
               reply_format: dict | None = None, tools: dict | None = None,
-              parent_id: int | None = AT_LEAF) -> Turn | None:
+              parent_id: int | None = AT_LEAF, attachments: Sequence[NewAttachment] = (),
+              collections: Sequence[str] | None = None) -> Turn | None:
         """Save the question and an empty reply row ("generating") before generation starts; the
         row is marked JSON when the settings hold the reply to JSON. `reply_format` (the window's
         ReplyFormat.to_json) and `tools` (ToolSet.to_json) are saved with the conversation; None
         leaves the stored one. The question follows `parent_id` (AT_LEAF: the path shown): an
-        edited question follows what the one it replaces followed, which stays as a branch."""
+        edited question follows what the one it replaces followed, which stays as a branch.
+        `attachments` are the question's documents (their texts kept first: once per hash, they
+        harm nothing if the question then fails); `collections` the conversation's chosen ones."""
         def save() -> Turn:  # one transaction: a failure leaves no conversation without its question
-            fields = self._conversation_fields(system, settings)
+            for _, doc in attachments:
+                self.store.put_document(doc)
+            fields = self._conversation_fields(system, settings, collections)
             cid, user_id, reply_id = self.store.begin_turn(conv_id, user_text, **fields,
                                                            reply_format=reply_format,
                                                            reply_as=reply_kind(settings.constraint),
                                                            tools=tools, parent_id=parent_id)
+            if attachments:
+                self.store.set_attachments(user_id, [a for a, _ in attachments])
             return Turn(cid, user_id, reply_id, list(history_ids), conv_id is None)
         return self._guard("save the question", save)
 
@@ -142,14 +157,15 @@ class TurnRecorder:
         except StoreError as e:
             log.warning("could not save the growing reply: %s", e)
 
-    def finish(self, turn: Turn | None, reply: Reply) -> str | None:
+    def finish(self, turn: Turn | None, reply: Reply, docs: DocsUse | None = None) -> str | None:
         """Seal the reply with its stats and out-of-context markers; returns its state.
 
         A reply that ended in an engine error keeps its text as interrupted; one
         stopped or failed before any text or reasoning is rolled back like any
         turn that showed nothing (a model's own empty answer is kept: that is
         its reply). Its reasoning is the reply's; a reply without any keeps what
-        was saved while it streamed (an engine that does not collect it).
+        was saved while it streamed (an engine that does not collect it). `docs`: the
+        documents it was given, kept with it.
         """
         if turn is None:
             return None
@@ -164,11 +180,17 @@ class TurnRecorder:
         self._guard("save the reply", lambda: self.store.finish_reply(
             turn.reply_message_id, reply.text, reply.stats, state=state, out_of_context=ooc,
             tool_calls=reply.tool_calls, fmt=reply.format, reasoning=reply.reasoning or None))
+        self._save_docs(turn, docs)
         turn.state = state
         return state
 
+    def _save_docs(self, turn: Turn, docs: DocsUse | None) -> None:
+        if docs is not None:
+            self._guard("save the reply's sources", lambda: self.store.set_docs(turn.reply_message_id, docs))
+
     def abandon(self, turn: Turn | None, text: str, keep_question: bool = False,
-                stats: ReplyStats | None = None, reasoning: str | None = None) -> bool:
+                stats: ReplyStats | None = None, reasoning: str | None = None,
+                docs: DocsUse | None = None) -> bool:
         """The turn ended without a normal finish (an exception, the user left it).
 
         With text or reasoning, the reply is kept, marked interrupted (True);
@@ -181,6 +203,7 @@ class TurnRecorder:
         if text or reasoning:
             self._guard("save the reply", lambda: self.store.finish_reply(
                 turn.reply_message_id, text, stats, state=INTERRUPTED, reasoning=reasoning))
+            self._save_docs(turn, docs)
             turn.state = INTERRUPTED
             return True
 
@@ -202,6 +225,17 @@ class TurnRecorder:
     def save_tools(self, conv_id: int, tools: dict | None) -> None:
         """The tools chosen between turns, saved at once, as the reply format is."""
         self._guard("save the tools", lambda: self.store.set_tools(conv_id, tools))
+
+    def save_collections(self, conv_id: int, names: Sequence[str]) -> None:
+        """The collections chosen between turns, saved at once in the conversation's settings."""
+        def save() -> None:
+            settings = dict(self.store.get_conversation(conv_id).settings)
+            if names:
+                settings[COLLECTIONS] = list(names)
+            else:
+                settings.pop(COLLECTIONS, None)
+            self.store.update_conversation(conv_id, settings=settings)
+        self._guard("save the collections", save)
 
 
 
@@ -261,14 +295,18 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
                 settings: GenerationSettings, system: str | None = None,
                 on_event: EventSink | None = None, cancel: CancelToken | None = None,
                 save_every_s: float = SAVE_EVERY_S, tools: ToolCalls | None = None,
-                tool_set: dict | None = None, parent_id: int | None = AT_LEAF) -> Turn:
+                tool_set: dict | None = None, parent_id: int | None = AT_LEAF,
+                docs: DocsPlan | None = None, attachments: Sequence[NewAttachment] = (),
+                collections: Sequence[str] | None = None) -> Turn:
     """Answer `user_text` in conversation `conv_id` (None: start a new one) and record it.
 
     `system` None keeps the conversation's system prompt; a new one replaces it. `user_text`
     None continues conversation `conv_id` after its tool results. `tools` are what the reply
     may call; `tool_set` (ToolSet.to_json) is saved with the conversation. `parent_id` (not
     AT_LEAF: the path shown) branches: the question follows that message, with the path up to it
-    as its history (`ask --from`).
+    as its history (`ask --from`). `docs` (app.chat.documents.plan_turn) is what the engine is
+    given instead of `user_text`, which alone is saved as the question, with its new
+    `attachments`; the reply keeps `docs.use`. `collections` None keeps the conversation's.
     An exception after some text keeps that text (interrupted) and propagates.
     """
     store = recorder.store
@@ -280,13 +318,18 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
         if parent_id != AT_LEAF:
             conv.messages = tree.path_to(conv.tree, parent_id) if parent_id is not None else []
         history, ids = conv.history()
+        if collections is None:
+            collections = conv.settings.get(COLLECTIONS) or None
     recorder.model = engine.identity()
     if user_text is None:
         if conv_id is None:
             raise ValueError("a reply after tool results continues a conversation")
         turn = recorder.begin_continuation(conv_id, ids)
     else:
-        turn = recorder.begin(conv_id, user_text, system, settings, ids, tools=tool_set, parent_id=parent_id)
+        turn = recorder.begin(conv_id, user_text, system, settings, ids, tools=tool_set, parent_id=parent_id,
+                              attachments=attachments, collections=collections)
+    use = docs.use if docs is not None and user_text is not None else None
+    prompt = docs.user_text if use is not None and docs is not None else user_text
     saver = ReplySaver(recorder, turn, save_every_s)
 
     def sink(ev: Event) -> None:
@@ -296,9 +339,9 @@ def record_turn(recorder: TurnRecorder, engine: ReplyEngine, conv_id: int | None
 
     try:
         with saver:
-            reply = engine.reply(history, user_text, settings, system, sink, cancel, tools)
+            reply = engine.reply(history, prompt, settings, system, sink, cancel, tools)
     except BaseException:
-        recorder.abandon(turn, saver.text, reasoning=saver.reasoning)
+        recorder.abandon(turn, saver.text, reasoning=saver.reasoning, docs=use)
         raise
-    recorder.finish(turn, reply)
+    recorder.finish(turn, reply, use)
     return turn
