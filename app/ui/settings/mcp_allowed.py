@@ -9,7 +9,7 @@ without OK on the Settings dialog. Listed as server / tool, the form
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QListWidget, QListWidgetItem, QPushButton
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QListWidget, QListWidgetItem, QPushButton, QSizePolicy
 
 from app.mcp.approvals import Approvals
 
@@ -26,6 +26,7 @@ class AllowedTools(QGroupBox):
         self.revoke_button.setToolTip("Ask again before this tool runs")
         self.revoke_button.clicked.connect(self.revoke)
         self.allowed.currentRowChanged.connect(self._selected)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)  # the tools get the room
         row = QHBoxLayout(self)
         row.addWidget(self.allowed, 1)
         row.addWidget(self.revoke_button, 0, Qt.AlignmentFlag.AlignTop)
