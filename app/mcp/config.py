@@ -197,6 +197,7 @@ def save_config(cfg: McpConfig, path: Path | None = None) -> None:
     """
     path = path or config_path()
     data = _read_document(path) or {}
+    _parse(path, data)  # a server entry the user must mend is not replaced either
     old = data.get("mcpServers", {})
     servers = {}
     for s in cfg.servers:

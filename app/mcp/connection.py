@@ -29,6 +29,10 @@ from app.mcp.config import ServerConfig
 CLIENT_INFO = types.Implementation(name="llamadesk", version="1")
 MAX_TOOL_PAGES = 100  # a server whose cursor never ends cannot hang the start
 CONNECTION_CLOSED = types.CONNECTION_CLOSED
+# The SDK's own bound on one streamed HTTP message is 1 MiB: a web page fetched whole is more.
+# The result is cut to a share of the context afterwards; this only bounds the memory it takes.
+# (The SSE transport keeps the SDK's bound: its client takes no other.)
+MAX_MESSAGE_BYTES = 32 << 20
 
 
 def one_line(text: str, limit: int = 240) -> str:
@@ -51,6 +55,8 @@ def describe(exc: BaseException) -> str:
             return f"wrote a line that is not JSON-RPC: {one_line(repr(errors[0].get('input', '')), 80)}"
         return f"sent a message that is not valid MCP ({one_line(str(errors[0].get('msg', exc)), 120)})"
     if isinstance(exc, MCPError):
+        if exc.code == CONNECTION_CLOSED:
+            return "the server closed the connection"
         return one_line(exc.message or f"error {exc.code}")
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"cannot start {exc.filename}: no such program"
@@ -82,7 +88,8 @@ async def open_session(cfg: ServerConfig, stack: contextlib.AsyncExitStack, errl
         read, write = await stack.enter_async_context(sse_client(cfg.url or "", headers=dict(cfg.headers)))
     else:
         http = await stack.enter_async_context(create_mcp_http_client(headers=dict(cfg.headers)))
-        read, write = await stack.enter_async_context(streamable_http_client(cfg.url or "", http_client=http))
+        read, write = await stack.enter_async_context(
+            streamable_http_client(cfg.url or "", http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES))
 
     async def handler(message) -> None:
         if isinstance(message, Exception):

@@ -188,6 +188,8 @@ class McpHub:
         async def on_fault(exc: Exception) -> None:
             srv.fault = srv.fault or describe(exc)
             srv.stop.set()
+            if srv.state.status == "starting" and srv.task is not None:
+                srv.task.cancel()  # said now, not when the start times out
 
         try:
             async with contextlib.AsyncExitStack() as stack:
