@@ -48,6 +48,8 @@ from app.ui.chat.tools_chooser import ToolsChooser, follow_tools
 from app.ui.chat.view import ChatView
 from app.ui.chat.welcome import ChatArea
 from app.ui.compare.window import CompareWindow, compare_choices
+from app.ui.docs.chooser import DocsChooser, follow_docs
+from app.ui.docs.hookup import DocsHookup
 from app.ui.help_menu import HelpMenu
 from app.ui.history.actions import HistoryActions, open_store
 from app.ui.history.branches import BranchActions
@@ -118,6 +120,7 @@ class MainWindow(QMainWindow):
         self.reply_format = ReplyFormatChooser()
         self.tools = ToolsChooser()
         self.thinking = ThinkingChooser()
+        self.docs = DocsChooser()
         self.tool_result = ToolResultBox()
         self.actions_row = ActionsRow()
         a = self.actions_row
@@ -145,6 +148,10 @@ class MainWindow(QMainWindow):
         self.history.opened.connect(self._on_conversation_opened)
         self.branches = BranchActions(lambda: self.store, self.flow, self.history, self.bar, self,
                                       parent=self)
+        self.documents = DocsHookup(self, self.flow, self.composer, self.view, self.docs, self.bar)
+        follow_docs(self.docs, self.flow)
+        self.composer.add_tool(self.docs)  # by the paperclip: the row above has no room at 900 px
+        self.model_loaded.connect(self.documents.use_model)
         self.help_menu = HelpMenu(self, lambda: self.loaded)  # the last menu: Help goes at the end
         if self._startup_notes:
             self.bar.show_message("  ·  ".join(self._startup_notes), "warning")
@@ -409,6 +416,7 @@ class MainWindow(QMainWindow):
         if self.compare_window is not None:
             self.compare_window.shutdown()
         self.models.shutdown()  # a download pauses, its partial kept for the next launch
+        self.documents.shutdown()  # an index being built stops between two files; what it did stays
         ok = self.bridge.shutdown(2.0)
         self._save()
         self.history.shutdown()  # an export or import in flight ends before the store closes

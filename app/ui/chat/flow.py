@@ -28,6 +28,11 @@ character and is marked JSON in the store.
 So are its tools (app.chat.tool_set): a reply may be tool calls, and what
 follows them (running a built-in tool, waiting for a declared one's result,
 asking the model again) is app.ui.chat.tool_turns, mixed into ChatFlow.
+
+And its documents (app.ui.docs.turns, mixed in too): the chips above the box go
+with the question (named on it, their texts kept), the turn is planned by
+app.chat.documents (whole or retrieved), the engine is given the plan's text
+while the store keeps the user's words, and the reply keeps its sources.
 """
 
 from __future__ import annotations
@@ -45,16 +50,20 @@ from app.chat.reply import Reply
 from app.chat.reply_format import ReplyFormat, reply_kind
 from app.chat.tool_set import ToolSet
 from app.engine.events import ReasoningDelta, TextDelta
+from app.engine.message import DocsUse
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
+from app.errors import LlamaDeskError
 from app.history.messages import AT_LEAF
 from app.history.records import INTERRUPTED
+from app.ui.chat.attachment_chips import Pending
 from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Job
 from app.ui.chat.gauges import GaugesPanel
 from app.ui.chat.thinking import LiveThinking
 from app.ui.chat.tool_turns import ToolTurns
 from app.ui.chat.view import ChatView
+from app.ui.docs.turns import DocTurns, new_documents
 from app.ui.widgets.message_bar import MessageBar
 
 FRAME_MS = 16
@@ -74,13 +83,15 @@ class _Running:
         self.painted = 0  # how many of `parts` the view shows (0 again once it shows another conversation)
         self.thinking = LiveThinking()  # a thinking model's reasoning, before its answer
         self.replaces: LiveMessage | None = None  # a regeneration: the reply it is written beside
+        self.docs: DocsUse | None = None  # the documents the reply is given, and its sources
+        self.pending: list[Pending] = []  # the chips sent with its question (back to the box if it fails)
 
     @property
     def title(self) -> str:
         return self.conversation.title or "a new conversation"
 
 
-class ChatFlow(ToolTurns, QObject):
+class ChatFlow(ToolTurns, DocTurns, QObject):
     reply_started = Signal()
     reply_finished = Signal(object)  # the assistant LiveMessage
     reply_failed = Signal(str)
@@ -100,6 +111,8 @@ class ChatFlow(ToolTurns, QObject):
         self.gauges = LiveGauges()  # the conversation shown: its timeline, and its reply while one runs
         self.model_ready = False
         self.n_ctx = 0
+        self.count_tokens = None  # the loaded model's token count (None: estimated), for documents
+        self.index_path = None  # the documents' index (None: the default docs.db)
         self._prepared = False  # the loaded model's vocabulary was indexed for constrained replies
         self._run: _Running | None = None
         # The question an edit took out of the path shown: the edited one is sent beside it (the
@@ -165,14 +178,25 @@ class ChatFlow(ToolTurns, QObject):
             return False
         if self._engine_taken():
             return False
+        if self.composer.reading:
+            self.bar.show_message("The attached files are still being read: send once their chips show "
+                                  "(your message is kept).", "info")
+            return False
         try:
             settings = self.turn_settings()
             settings.validate()
         except ValueError as e:
             self.bar.show_message(f"Settings: {e}", "error")
             return False
+        pending, conv = self.composer.chips.pending, self.conversation
+        try:
+            plan = self._plan_docs(conv, text, pending, len(conv.messages), settings)
+        except (LlamaDeskError, OSError) as e:
+            self.bar.show_message(f"Documents: {e} (your message and attachments are kept)", "error")
+            return False
+        self.composer.chips.take()
         self.composer.set_text("")
-        self._ask(text, settings)
+        self._ask(text, settings, pending, plan.user_text if plan else None, plan.use if plan else None)
         return True
 
     def stop(self) -> None:
@@ -236,11 +260,18 @@ class ChatFlow(ToolTurns, QObject):
         self.view.truncate(i + 1)
         self._replacing = None
         settings, tools = self._turn_tools(conv, self.turn_settings())
+        try:  # its documents planned again: the same question, the context as it is now
+            plan = self._plan_docs(conv, question.content, [], i, settings)
+        except (LlamaDeskError, OSError) as e:
+            self.bar.show_message(f"Documents: {e} (the question is asked without them)", "warning")
+            plan = None
         turn = None
         if self.recorder is not None and conv.id is not None and question.id is not None:
             turn = self.recorder.begin_regeneration(conv.id, question.id, [m.id for m in conv.messages[:i]])
-        self._start(conv, Job(conv.history(i), question.content, settings, conv.system(), tools=tools), turn)
+        asked = plan.user_text if plan is not None else question.content
+        self._start(conv, Job(conv.history(i), asked, settings, conv.system(), tools=tools), turn)
         self._run.replaces = replaced[0] if replaced else None
+        self._run.docs = plan.use if plan is not None else None
         return True
 
     def edit_last(self) -> bool:
@@ -258,6 +289,10 @@ class ChatFlow(ToolTurns, QObject):
         self._replacing = conv.take_from(index)[0]
         self.view.truncate(index)
         self.composer.set_text(self._replacing.content)
+        for att in self._replacing.attachments:  # its documents are chips again, to keep or take off
+            got = self._document(conv, att.sha256)
+            if got is not None:
+                self.composer.chips.add(Pending(att, *got))
         self.composer.edit.setFocus()
         return True
 
@@ -332,11 +367,16 @@ class ChatFlow(ToolTurns, QObject):
         tools = self._calls(conv, 0)
         return (settings if tools is None else replace(settings, constraint=None)), tools
 
-    def _ask(self, text: str, settings: GenerationSettings) -> None:
+    def _ask(self, text: str, settings: GenerationSettings, pending: list[Pending] | None = None,
+             prompt_text: str | None = None, docs: DocsUse | None = None) -> None:
+        """Ask `text`; `prompt_text` is what the engine is given instead (the documents planned
+        around the question), `pending` the attachments the question is saved with."""
         conv = self.conversation
+        pending = pending or []
         replacing, self._replacing = self._replacing, None
         settings, tools = self._turn_tools(conv, settings)
         idx = conv.add("user", text)
+        conv.messages[idx].attachments = tuple(p.attachment for p in pending)
         before = conv.messages[idx - 1] if idx else None  # what it follows: the path shown's end
         turn = None
         if self.recorder is not None:
@@ -344,6 +384,7 @@ class ChatFlow(ToolTurns, QObject):
                                        [m.id for m in conv.messages[:idx]],
                                        reply_format=conv.reply_format.to_json(),
                                        tools=conv.tools.to_json(),
+                                       attachments=new_documents(pending), collections=conv.collections,
                                        parent_id=AT_LEAF if before is not None and before.id is None
                                        else (before.id if before is not None else None))
             if turn is not None:
@@ -352,7 +393,9 @@ class ChatFlow(ToolTurns, QObject):
                 if replacing is not None:
                     conv.messages[idx].alternatives = replacing.branched(turn.user_message_id)
         self.view.add_message(conv.messages[idx])
-        self._start(conv, Job(conv.history(idx), text, settings, conv.system(), tools=tools), turn)
+        self._start(conv, Job(conv.history(idx), prompt_text or text, settings, conv.system(), tools=tools),
+                    turn)
+        self._run.docs, self._run.pending = docs, pending
 
     def _start(self, conv: LiveConversation, job: Job, turn: Turn | None) -> None:
         settings = job.settings
@@ -437,13 +480,13 @@ class ChatFlow(ToolTurns, QObject):
         conv, shown = run.conversation, self.busy
         msg = LiveMessage("assistant", reply.text, stats=reply.stats,
                           format=reply.format or reply_kind(job.settings.constraint),
-                          tool_calls=reply.tool_calls, reasoning=reply.reasoning)
+                          tool_calls=reply.tool_calls, reasoning=reply.reasoning, docs=run.docs)
         for i in conv.mark_dropped(reply.dropped):
             if shown:
                 self.view.update_message(i, conv.messages[i])
         conv.messages.append(msg)
         reply.stats.made_with = made_with(self.recorder.model if self.recorder else None, job.settings)
-        if self.recorder is not None and self.recorder.finish(run.turn, reply):
+        if self.recorder is not None and self.recorder.finish(run.turn, reply, run.docs):
             msg.id = run.turn.reply_message_id
             if run.replaces is not None:
                 msg.alternatives = run.replaces.branched(msg.id)
@@ -481,10 +524,12 @@ class ChatFlow(ToolTurns, QObject):
         kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
         if text or thought:  # stopped while thinking: the reasoning is kept as the reply so far
             msg = LiveMessage("assistant", text, stats=stats, state=INTERRUPTED,
-                              format=reply_kind(run.job.settings.constraint), reasoning=thought)
+                              format=reply_kind(run.job.settings.constraint), reasoning=thought,
+                              docs=run.docs)
             conv.messages.append(msg)
             if self.recorder is not None and self.recorder.abandon(run.turn, text, stats=stats,
-                                                                   reasoning=msg.reasoning or None):
+                                                                   reasoning=msg.reasoning or None,
+                                                                   docs=run.docs):
                 msg.id = run.turn.reply_message_id
                 if run.replaces is not None:
                     msg.alternatives = run.replaces.branched(msg.id)
@@ -516,6 +561,7 @@ class ChatFlow(ToolTurns, QObject):
         self.view.truncate(len(conv.messages))
         typed = self.composer.text()
         self.composer.set_text(question + ("\n" + typed if typed.strip() else ""))
+        self.composer.chips.give_back(run.pending)  # its attachments are chips again
         self._finish_gauges(run, None)
         self._end_job()
         hint = " (your message is back in the box)" if question else ""

@@ -18,6 +18,7 @@ scroll away.
 
 from __future__ import annotations
 
+import html
 import time
 
 from PySide6.QtCore import QUrl, Signal
@@ -36,7 +37,10 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser
 
 from app.chat.conversation import LiveMessage
+from app.engine.message import Source
 from app.rendering.markdown_html import typed_segments
+from app.ui.chat.attachment_chips import describe
+from app.ui.chat.composer import local_paths
 from app.ui.chat.live_markdown import LINE_BREAK, LiveBlocks
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_format import (
@@ -51,6 +55,7 @@ from app.ui.chat.message_format import (
     theme_from,
     typed_paragraph,
 )
+from app.ui.chat.sources import SOURCE_SCHEME, sources_html
 from app.ui.chat.thinking import THINK_ACTION, thinking_html
 
 FOLLOW_SLACK_PX = 12  # this close to the bottom counts as "at the bottom"
@@ -61,11 +66,14 @@ class ChatView(QTextBrowser):
     copied = Signal(str)
     message_action = Signal(str, int)  # "show", "edit", "fork" or "delete", and the message's id
     restyled = Signal()  # the palette changed: what is drawn holds the old colours
+    source_clicked = Signal(object)  # a reply's numbered Source, to show in its document
+    files_dropped = Signal(list)  # local paths dropped on the transcript: the composer attaches them
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
+        self.setAcceptDrops(True)
         self.anchorClicked.connect(self._on_anchor)
         self.document().setDocumentMargin(10)
         self.renderer = MarkdownRenderer(theme_from(self.palette()))
@@ -152,7 +160,25 @@ class ChatView(QTextBrowser):
     def _message_html(self, index: int, msg: LiveMessage) -> str:
         opened = id(msg) in self._thoughts_open
         think = thinking_html(self.renderer.theme, msg, f"{MESSAGE_SCHEME}:{THINK_ACTION}/{index}", opened)
-        return message_html(self.renderer.theme, msg, self._render, self._render_typed, think)
+        out = message_html(self.renderer.theme, msg, self._render, self._render_typed, think)
+        return out + self._documents_html(index, msg)
+
+    def _documents_html(self, index: int, msg: LiveMessage) -> str:
+        """A question's attachments named under it; a reply's numbered sources under it."""
+        theme = self.renderer.theme
+        if msg.attachments:
+            names = "  ·  ".join(html.escape(describe(a)) for a in msg.attachments)
+            return (f'<p style="margin-top:4px; margin-bottom:0px; color:{theme.muted}; font-size:small;">'
+                    f"📎 {names}</p>")
+        if msg.docs is not None:
+            return sources_html(theme, msg.docs, index)
+        return ""
+
+    def source_at(self, index: int, n: int) -> Source | None:
+        """Source `n` of the reply drawn at `index`, or None."""
+        if not 0 <= index < len(self._messages) or self._messages[index].docs is None:
+            return None
+        return next((s for s in self._messages[index].docs.sources if s.n == n), None)
 
     def toggle_thinking(self, index: int) -> None:
         """Open a message's folded reasoning, or fold it again."""
@@ -413,6 +439,27 @@ class ChatView(QTextBrowser):
         self._live = False
         self._live_thinking = False
 
+    # -- files dropped on the transcript go to the composer -----------------
+    def dragEnterEvent(self, ev) -> None:
+        if local_paths(ev.mimeData()):
+            ev.acceptProposedAction()
+        else:
+            super().dragEnterEvent(ev)
+
+    def dragMoveEvent(self, ev) -> None:
+        if local_paths(ev.mimeData()):
+            ev.acceptProposedAction()
+        else:
+            super().dragMoveEvent(ev)
+
+    def dropEvent(self, ev) -> None:
+        paths = local_paths(ev.mimeData())
+        if paths:
+            ev.acceptProposedAction()
+            self.files_dropped.emit(paths)
+        else:
+            super().dropEvent(ev)
+
     def paintEvent(self, ev) -> None:
         if self.paint_log is None:
             super().paintEvent(ev)
@@ -423,7 +470,12 @@ class ChatView(QTextBrowser):
         self.paint_log.append(("paint", t1, (t1 - t0) * 1000))
 
     def _on_anchor(self, url: QUrl) -> None:
-        if url.scheme() == MESSAGE_SCHEME:
+        if url.scheme() == SOURCE_SCHEME:
+            index, _, n = url.path().partition("/")
+            src = self.source_at(int(index), int(n)) if index.isdigit() and n.isdigit() else None
+            if src is not None:
+                self.source_clicked.emit(src)
+        elif url.scheme() == MESSAGE_SCHEME:
             action, _, mid = url.path().partition("/")
             if mid.isdigit() and action == THINK_ACTION:
                 self.toggle_thinking(int(mid))
