@@ -19,6 +19,8 @@ from app.mcp.approvals import Approvals
 from app.mcp.config import McpConfig, ServerConfig, config_path, load_config, save_config
 from app.mcp.hub import McpHub
 from app.ui.settings.dialog import SettingsDialog
+from app.ui.settings.mcp_page import loaded_counter
+from tests.ui.conftest import small_config
 
 TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
 
@@ -104,7 +106,7 @@ def test_a_server_whose_command_does_not_exist_fails_in_one_line(qtbot, hub, tmp
     assert "\n" not in text and text == f"failed: {hub.states()['ghost'].error}"
     assert page.servers.item(0).text() == "ghost · failed" and page.servers.item(0).toolTip() == text
     assert page.tools.topLevelItemCount() == 0 and page.check_button.text() == "Check again"
-    assert "no model is loaded" not in page.cost.text()
+    assert "no local model is loaded" not in page.cost.text()
     page.enabled.setChecked(False)  # switched off: saved, and never started again
     assert not load_config().get("ghost").enabled and not page.check_button.isEnabled()
     assert page.servers.item(0).text() == "ghost · off"
@@ -120,7 +122,7 @@ def test_a_cost_without_a_model_says_so(qtbot, hub):
     n = len(hub.states()["time"].tools)
     assert dlg.mcp.status.text() == f"ready · {n} tools"
     cost = dlg.mcp.cost.text()
-    assert cost.startswith(f"{n} of {n} tools on") and "no model is loaded" in cost
+    assert cost.startswith(f"{n} of {n} tools on") and "no local model is loaded" in cost
     dlg.reject()
 
 
@@ -143,3 +145,17 @@ def test_an_always_allowed_tool_is_listed_and_revoked(qtbot):
     dlg.mcp.revoke_button.click()
     assert Approvals.load().entries() == [] and allowed.item(0).text().startswith("None")
     dlg.reject()
+
+
+def test_the_cost_is_counted_with_the_windows_loaded_model(qtbot, make_window, hub, count):
+    save_config(McpConfig((ServerConfig("time", TIME_SERVER),)))
+    hub.set_config(load_config())
+    tools = hub.ensure(["time"])["time"].tools
+    win = make_window(small_config(max_tokens=4))
+    dlg = SettingsDialog(win.config, win, report=win.load_report, mcp_hub=hub,
+                         count_tokens=loaded_counter(win.loaded))
+    qtbot.addWidget(dlg)
+    tokens = definitions_tokens(count, [t.definition() for t in tools])  # the same model, loaded apart
+    assert f"take {tokens:,} prompt tokens" in dlg.mcp.cost.text()
+    dlg.reject()
+    assert loaded_counter(None) is None

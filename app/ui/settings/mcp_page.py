@@ -54,6 +54,16 @@ CHECK_TIMEOUT_S = 30.0
 BROKEN_SUFFIX = ".broken"  # a broken mcp.json is kept beside the new one under this name
 
 
+def loaded_counter(loaded) -> Callable[[str], int] | None:
+    """The window's loaded model's tokenizer (app.ui.chat.engine_thread.Loaded), or None for none
+    or a server's. Tokenizing reads the vocabulary alone, never a context, so the GUI thread may
+    use it while the engine thread decodes."""
+    llm = loaded.model.llm if loaded is not None and loaded.model is not None else None
+    if llm is None:
+        return None
+    return lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+
 class _Checks(QObject):
     """Carries a Check's states from its thread back to the GUI thread (a queued signal)."""
 

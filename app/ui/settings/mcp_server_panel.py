@@ -140,7 +140,7 @@ class ServerPanel(QWidget):
         on = [t.definition() for t in tools if t.name not in s.disabled_tools]
         if self.count_tokens is None:
             return (f"{len(on)} of {len(tools)} tools on. Their cost in prompt tokens is counted "
-                    "with the loaded model's tokenizer: no model is loaded.")
+                    "with the loaded model's tokenizer: no local model is loaded.")
         try:
             tokens = definitions_tokens(self.count_tokens, on)
         except ToolCostError as e:
