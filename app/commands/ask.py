@@ -38,6 +38,7 @@ from app.chat.reply import Reply
 from app.chat.reply_format import ReplyFormat, ReplyFormatError
 from app.chat.tool_loop import Result, follow
 from app.chat.tool_set import CHOICES, ToolSet, ToolSetError, declared_tools, make_tool_set, read_tools_text
+from app.commands import ask_docs
 from app.commands.common import (
     add_endpoint_args,
     add_model_args,
@@ -111,6 +112,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     # A sampling flag not given takes the preset's value (--preset), else its usual default.
     p.set_defaults(sampling_defaults={k: p.get_default(k) for k in SAMPLING}, **dict.fromkeys(SAMPLING))
     add_speculative_args(p, "with a local --model only")
+    ask_docs.add_args(p)
     return p
 
 
@@ -253,6 +255,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tool_result is None and not args.prompt.strip():
         raise ValueError("the prompt is empty")
     check_thinking(args)
+    ask_docs.read(args)  # a document that cannot be used is refused before anything loads
     preset = take_preset(args)
     settings = replace(sampling(args), constraint=reply_constraint(args), speculative=speculative_mode(args))
     endpoint = endpoint_from_args(args)  # a bad URL or key is refused before anything opens
@@ -347,6 +350,7 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
                 sys.stdout.write(ev.text)
                 sys.stdout.flush()
 
+        ask_docs.plan(args, engine, store, history, system, settings)
         done = _answer(args, engine, store, history, system, settings, tools, on_event, waiting)
         replies, results, left, conv_id = done.replies, done.results, done.waiting, done.conversation
         reply = replies[-1]
@@ -359,12 +363,14 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
                 out["rounds"] = [{"text": r.text, "reasoning": r.reasoning,
                                   "tool_calls": [c.id for c in r.tool_calls],
                                   "stats": r.stats.to_json()} for r in replies]
+            out.update(ask_docs.json_fields(args))
             json.dump(out, sys.stdout, ensure_ascii=False)
             sys.stdout.write("\n")
         else:
             if not streaming:
                 _print_replies(replies, results, thinking if args.no_stream else None)
             sys.stdout.write("\n")
+            ask_docs.print_sources(args)
             sys.stdout.flush()
             print(reply.stats.summary(), file=sys.stderr)
             if conv_id is not None:
@@ -409,8 +415,8 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
 
     def ask(user_text: str | None, calls) -> Reply:
         if recorder is None:
-            r = generate_interruptibly(lambda cancel: engine.reply(convo, user_text, settings, system,
-                                                                   on_event, cancel, calls), stop)
+            r = generate_interruptibly(lambda cancel: engine.reply(
+                convo, ask_docs.prompt(args, user_text), settings, system, on_event, cancel, calls), stop)
             convo.extend([MessageBody("user", user_text)] if user_text is not None else [])
             convo.append(MessageBody("assistant", r.text, r.tool_calls, reasoning=r.reasoning))
             asked.append(r)
@@ -418,7 +424,7 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
         turn = generate_interruptibly(
             lambda cancel: record_turn(recorder, engine, saved[0], user_text, settings, args.system,
                                        on_event, cancel, tools=calls, tool_set=tools.to_json(),
-                                       parent_id=branch[0]), stop)
+                                       parent_id=branch[0], **ask_docs.turn_fields(args, user_text)), stop)
         branch[0] = AT_LEAF  # the first question branches; what follows it follows it
         if turn.state:
             saved[0] = turn.conversation_id

@@ -109,7 +109,9 @@ def _print_messages(conv: StoredConversation, whole: bool, as_json: bool) -> Non
         json.dump([{"id": m.id, "parent_id": parent[m.id], "role": m.role, "content": m.content,
                     "state": m.state, "edited": m.edited, "created_at": _iso(m.created_at),
                     "on_path": m.id in on_path, "version": list(place[m.id]) if place[m.id][1] > 1 else None,
-                    **({"reasoning": m.reasoning} if m.reasoning else {})}
+                    **({"reasoning": m.reasoning} if m.reasoning else {}),
+                    **({"attachments": [a.to_json() for a in m.attachments]} if m.attachments else {}),
+                    **({"docs": m.docs.to_json()} if m.docs is not None else {})}
                    for m in listed], sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
         return
