@@ -38,7 +38,7 @@ from app.chat.reply import Reply
 from app.chat.reply_format import ReplyFormat, ReplyFormatError
 from app.chat.tool_loop import Result, follow
 from app.chat.tool_set import CHOICES, ToolSet, ToolSetError, declared_tools, make_tool_set, read_tools_text
-from app.commands import ask_docs
+from app.commands import ask_docs, ask_mcp
 from app.commands.common import (
     add_endpoint_args,
     add_model_args,
@@ -99,6 +99,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--tool-result", metavar="TEXT",
                    help="with --continue: the result of the conversation's waiting tool call (PROMPT is "
                         "then ignored, give '-'), and the model answers from it")
+    ask_mcp.add_args(t)
     g = p.add_argument_group("reply format (the reply is held to it while it is decoded)")
     fmt = g.add_mutually_exclusive_group()
     fmt.add_argument("--schema", metavar="FILE|JSON", help="a JSON schema the reply must be valid against: "
@@ -218,25 +219,27 @@ def _read(path: str, flag: str) -> str:
 def tool_set_of(args: argparse.Namespace, stored: dict | None) -> ToolSet:
     """--tools, --builtin-tools and --tool-choice as a ToolSet; without them a continued
     conversation's own tools (a stored set that cannot be used is said, and none are used)."""
+    mcp = ask_mcp.names(getattr(args, "mcp", None))  # --mcp NAME: servers this question may call
     if args.tools is None and not args.builtin_tools:
         try:
             kept = ToolSet.from_json(stored)
         except ToolSetError as e:
             note(f"the conversation's tools cannot be used ({e}); the reply is text")
             kept = ToolSet()
-        if args.tool_choice is not None and kept.builtin + kept.declared:
-            return _checked(kept.builtin, kept.declared, args.tool_choice)
+        mcp = mcp or kept.mcp
+        if args.tool_choice is not None and (kept.builtin + kept.declared or mcp):
+            return _checked(kept.builtin, kept.declared, args.tool_choice, mcp)
         if args.tool_choice is not None:
-            raise ValueError("--tool-choice needs tools: --tools FILE|JSON or --builtin-tools")
-        return kept
+            raise ValueError("--tool-choice needs tools: --tools FILE|JSON, --builtin-tools or --mcp NAME")
+        return replace(kept, mcp=mcp)
     declared = declared_tools(read_tools_text(args.tools)) if args.tools is not None else ()
     builtin = ("calculator", "current_time") if args.builtin_tools else ()
-    return _checked(builtin, declared, args.tool_choice or "auto")
+    return _checked(builtin, declared, args.tool_choice or "auto", mcp)
 
 
-def _checked(builtin, declared, choice: str) -> ToolSet:
+def _checked(builtin, declared, choice: str, mcp=()) -> ToolSet:
     try:
-        return make_tool_set(builtin, declared, choice)
+        return make_tool_set(builtin, declared, choice, mcp)
     except ToolSetError as e:
         raise ValueError(f"--tool-choice/--tools: {e}") from None
 
@@ -268,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
         if store.notice:
             note(store.notice)
     try:
-        return _ask(args, settings, store, endpoint, preset)
+        with ask_mcp.McpSession(args) as mcp:  # its servers stop when the question is answered
+            return _ask(args, settings, store, endpoint, preset, mcp)
     finally:
         if store is not None:
             store.close()
@@ -301,7 +305,7 @@ def _waiting_call(conv) -> ToolCall:
 
 
 def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endpoint | None,
-         preset: Preset | None = None) -> int:
+         preset: Preset | None = None, mcp: ask_mcp.McpSession | None = None) -> int:
     history, system = [], args.system
     stored_tools = preset.tools.to_json() if preset is not None else None
     waiting: ToolCall | None = None
@@ -315,6 +319,7 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
         if args.tool_result is not None:
             waiting = _waiting_call(conv)
     tools = tool_set_of(args, stored_tools)
+    tools = mcp.resolve(tools) if mcp is not None else tools
     if args.continue_id is not None and settings.constraint is None and not tools.active:
         settings = replace(settings, constraint=_stored_constraint(conv.reply_format))
     if preset is not None and settings.constraint is None and not tools.active:
@@ -351,14 +356,15 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
                 sys.stdout.flush()
 
         ask_docs.plan(args, engine, store, history, system, settings)
-        done = _answer(args, engine, store, history, system, settings, tools, on_event, waiting)
+        done = _answer(args, engine, store, history, system, settings, tools, on_event, waiting,
+                       mcp.answer if mcp is not None else None)
         replies, results, left, conv_id = done.replies, done.results, done.waiting, done.conversation
         reply = replies[-1]
         if args.json:
             out = {"text": reply.text, "reasoning": reply.reasoning, "model": report.model_path,
                    "runs_on": report.runs_on, "stats": reply.stats.to_json(), "conversation": conv_id}
             if tools.active or len(replies) > 1 or any(r.tool_calls for r in replies):
-                out["tool_calls"] = _calls_json(replies, results)
+                out["tool_calls"] = ask_mcp.with_servers(_calls_json(replies, results), tools)
                 out["waiting_for"] = [c.name for c in left]
                 out["rounds"] = [{"text": r.text, "reasoning": r.reasoning,
                                   "tool_calls": [c.id for c in r.tool_calls],
@@ -400,7 +406,7 @@ class _Answered:
 
 
 def _answer(args, engine, store: Store | None, history: list[MessageBody], system, settings,
-            tools: ToolSet, on_event, waiting: ToolCall | None) -> _Answered:
+            tools: ToolSet, on_event, waiting: ToolCall | None, mcp=None) -> _Answered:
     """The turn, recorded as the window records one (or, with --no-save, kept in memory). Ctrl+C
     stops the reply under way and ends the turn there: no tool of a stopped reply is run or
     recorded, and the model is not asked again."""
@@ -440,16 +446,18 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
         if stop.is_set():
             raise _Stopped
         results.append((call, text))
+        server = ask_mcp.server_of(tools, call)
         if recorder is None:
-            convo.append(MessageBody("tool", text, tool_call_id=call.id, tool_name=call.name))
+            convo.append(MessageBody("tool", text, tool_call_id=call.id, tool_name=call.name,
+                                     tool_server=server))
         else:
-            recorder.tool_result(saved[0], call, text)
+            recorder.tool_result(saved[0], call, text, server=server)
 
     if waiting is not None:
         result(waiting, args.tool_result)
     first = ask(args.prompt if waiting is None else None, tools.calls(first_round))
     try:
-        replies, left = follow(first, tools, lambda _done, calls: again(calls), on_result=result)
+        replies, left = follow(first, tools, lambda _done, calls: again(calls), on_result=result, mcp=mcp)
     except _Stopped:
         replies, left = asked, []
     return _Answered(replies, results, left, saved[0] if recorder is not None else None, stop.is_set())
