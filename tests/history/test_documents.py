@@ -167,3 +167,12 @@ def test_without_documents_the_exports_are_what_they_were(tmp_path):
             a = a.replace("Tool (MCP server time):", "Tool:")
         assert re.sub(added, "", a, flags=re.DOTALL if fmt == "html" else 0) == b, fmt
     assert "docs" not in export.render(bare, "html")
+
+
+def test_a_fork_keeps_the_documents_of_its_path(tmp_path):
+    with Store.open(tmp_path / "h.db") as s:
+        cid = _conversation(s)
+        reply = s.get_conversation(cid).messages[1]
+        fork = s.get_conversation(s.fork(cid, reply.id))
+    assert fork.messages[0].attachments == (ATT,) and fork.messages[1].docs == USE
+    assert fork.documents == {SHA: DOC.to_json()}
