@@ -82,6 +82,9 @@ class ServerPanel(QWidget):
         self.tools.setHeaderLabels(["Tool", "What it does"])
         self.tools.setRootIsDecorated(False)
         self.tools.setColumnWidth(0, 150)
+        # Fusion fills a checkbox with Base: on Dark's Base an unchecked tool's box vanished, so the
+        # list sits on the Window colour, as the On and Trusted boxes above it do.
+        self.tools.viewport().setBackgroundRole(QPalette.ColorRole.Window)
         self.tools.itemChanged.connect(self._tool_toggled)
         self.cost = muted()
         self._showing = False
