@@ -89,6 +89,7 @@ class McpHub:
         self._servers: dict[str, _Server] = {}
         self._retiring: set[_Server] = set()
         self._pids: set[int] = set()
+        self._calls: set[asyncio.Task] = set()
         self._spawning: asyncio.Lock | None = None  # made on the loop
         self._lock = threading.Lock()
         self._closed = False
@@ -100,6 +101,8 @@ class McpHub:
     # ---- the API, from any thread but the hub's ----
 
     def ensure(self, names: Iterable[str], timeout: float = 30.0) -> dict[str, ServerState]:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("McpHub.ensure waits on the hub's loop: call it from another thread")
         names = list(dict.fromkeys(names))
         if self._closed:
             return {n: ServerState(n, "failed", "the MCP hub is closed") for n in names}
@@ -120,7 +123,8 @@ class McpHub:
             done: concurrent.futures.Future[CallResult] = concurrent.futures.Future()
             done.set_result(failed("the MCP hub is closed"))
             return done
-        return asyncio.run_coroutine_threadsafe(self._call(server, tool, arguments, timeout), self._loop)
+        return asyncio.run_coroutine_threadsafe(self._tracked(self._call(server, tool, arguments, timeout)),
+                                                self._loop)
 
     def restart(self, name: str, timeout: float = 30.0) -> ServerState:
         """Start a failed (or running) server afresh: the Tools page's Retry."""
@@ -236,6 +240,20 @@ class McpHub:
             if srv.errlog is not None:
                 srv.errlog.close()
 
+    async def _tracked(self, call) -> CallResult:
+        """A call close() can end: it resolves as failed, never left pending on a stopped loop."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._calls.add(task)
+        try:
+            return await call
+        except asyncio.CancelledError:
+            if self._closed:
+                return failed("stopped: the MCP servers were closed")
+            raise
+        finally:
+            self._calls.discard(task)
+
     async def _call(self, server: str, tool: str, arguments: dict, timeout: float | None) -> CallResult:
         cfg = self._config.get(server)
         if cfg is None:
@@ -284,3 +302,7 @@ class McpHub:
 
     async def _stop_all(self) -> None:
         await asyncio.gather(*(self._stop(s) for s in [*self._servers.values(), *self._retiring]))
+        calls = list(self._calls)
+        for task in calls:
+            task.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)

@@ -134,3 +134,26 @@ def test_restart_and_changed_config(make_hub, child_pid_file):
     hub.set_config(hub._config.without("time").with_server(hostile("many", "many", "3")))
     assert "time" not in hub.states()
     assert hub.ensure(["many"])["many"].status == "ready"
+
+
+def test_a_server_that_dies_while_idle_is_failed_and_close_ends_calls_in_flight(make_hub):
+    import psutil
+
+    hub = make_hub(ServerConfig("time", program("mcp-server-time")), hostile("silent", "silent"))
+    hub.ensure(["time", "silent"])
+    before = {p.pid for p in psutil.Process().children()}
+    (leader,) = [p for p in psutil.Process().children() if "mcp-server-time" in " ".join(p.cmdline())]
+    assert leader.pid in before
+    leader.kill()
+    deadline = time.monotonic() + 5
+    while hub.states()["time"].status != "failed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert hub.states()["time"].status == "failed"
+    assert "exited" in _one_line(hub.states()["time"].error) or "closed" in hub.states()["time"].error
+    pending = hub.call("silent", "work", {})
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    hub.close()
+    assert time.monotonic() - t0 < 10
+    result = pending.result(1)  # resolved by close(), not left waiting on a stopped loop
+    assert result.is_error and "\n" not in result.text
