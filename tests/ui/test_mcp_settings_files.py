@@ -116,3 +116,28 @@ def test_the_server_dialog_refuses_in_one_line_and_keeps_what_was_typed(qtbot):
     assert (s.name, s.url, s.command, s.headers) == ("clock", "http://127.0.0.1:9/mcp", None,
                                                      (("Authorization", "Bearer abc:def"),))
     assert s.transport == "http"
+
+
+def test_an_edit_keeps_the_servers_place_and_its_switches(qtbot):
+    from app.mcp.config import McpConfig, ServerConfig, save_config
+
+    save_config(McpConfig((ServerConfig("a", "uvx", ("one",)),
+                           ServerConfig("b", "uvx", ("two",), enabled=False, disabled_tools=("x",)),
+                           ServerConfig("c", "uvx"))))
+    dlg = SettingsDialog(AppConfig())
+    qtbot.addWidget(dlg)
+    page = dlg.mcp
+    page.servers.setCurrentRow(1)
+    form = page.edit_server()
+    assert (form.name.text(), form.command.text(), form.args.text()) == ("b", "uvx", "two")
+    form.name.setText("b2")
+    form.args.setText("two 'and a half'")
+    ok(form)
+    cfg = load_config()
+    assert [s.name for s in cfg.servers] == ["a", "b2", "c"]
+    b2 = cfg.get("b2")
+    assert b2.args == ("two", "and a half") and not b2.enabled and b2.disabled_tools == ("x",)
+    assert page.current_name() == "b2" and page.servers.item(1).text() == "b2 · off"
+    page.remove_button.click()
+    assert [s.name for s in load_config().servers] == ["a", "c"]
+    dlg.reject()
