@@ -54,14 +54,15 @@ def test_ask_attach_gives_a_small_file_whole_and_prints_its_source(model_path, n
     assert "documents: whole" in r.stderr and "Sources (whole):\n[1] vault.md" in r.stdout
 
 
-def test_ask_attach_retrieves_from_a_long_file_in_a_small_context(model_path, tmp_path):
+def test_ask_attach_retrieves_from_a_long_file_in_a_small_context_unsaved(model_path, tmp_path):
     doc = tmp_path / "long.txt"
     doc.write_text(long_text(), "utf-8")
-    r = llamadesk("ask", "--attach", str(doc), "--json", "Which pickle protocol is the highest?",
+    r = llamadesk("ask", "--attach", str(doc), "--json", "--no-save", "Which pickle protocol is the highest?",
                   *model_args(model_path, 16, ctx=2048))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["docs"]["mode"] == "retrieved" and out["attachments"][0]["name"] == "long.txt"
+    assert out["conversation"] is None and out["attachments"][0]["tokens"] > 2048
     sources = out["docs"]["sources"]
     assert [s["n"] for s in sources] == list(range(1, len(sources) + 1)) and len(sources) >= 2
     text = doc.read_text("utf-8")
@@ -69,6 +70,8 @@ def test_ask_attach_retrieves_from_a_long_file_in_a_small_context(model_path, tm
         assert " ".join(text[s["start"]:s["end"]].split()).startswith(s["snippet"].rstrip("…"))
     assert f"documents: retrieved {len(sources)} passages · " in r.stderr
     assert out["stats"]["prompt_tokens"] + 16 <= 2048
+    with Store.open() as s:
+        assert s.list_conversations() == []
 
 
 def test_ask_docs_searches_a_collection(model_path, tmp_path):
