@@ -94,7 +94,7 @@ class McpHub:
         self._lock = threading.Lock()
         self._closed = False
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-hub", daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="llamadesk-mcp", daemon=True)
         self._thread.start()
         atexit.register(self.close)
 
