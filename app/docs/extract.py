@@ -192,15 +192,25 @@ def _markitdown(p: Path, data: bytes, kind: str) -> str:
         data = _strip_boilerplate(data)
     if _MD is None:
         _MD = MarkItDown(enable_plugins=False)
-    ext = ".docx" if kind == "docx" else ".html"
     try:
-        out = _MD.convert_stream(io.BytesIO(data), stream_info=StreamInfo(extension=ext))
+        if kind == "docx":
+            data = _docx_html(data)
+        out = _MD.convert_stream(io.BytesIO(data), stream_info=StreamInfo(extension=".html"))
     except Exception as e:  # noqa: BLE001 - markitdown wraps every converter's failure in its own exceptions
         raise DocumentError(p, f"damaged {kind.upper()} ({_line(e)})") from None
     text = (out.text_content or "").replace("\r\n", "\n").strip()
     if not text:
         raise DocumentError(p, f"no text in this {kind.upper()}")
     return text
+
+
+def _docx_html(data: bytes) -> bytes:
+    """DOCX to HTML by mammoth, the converter markitdown's own DOCX path uses. That path first
+    rewrites the XML for equations through BeautifulSoup, which (bs4 4.15 with lxml 6) drops the
+    namespace prefixes and leaves mammoth no body to find: every DOCX failed."""
+    import mammoth
+
+    return mammoth.convert_to_html(io.BytesIO(data)).value.encode("utf-8")
 
 
 def _strip_boilerplate(data: bytes) -> bytes:
