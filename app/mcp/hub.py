@@ -230,6 +230,10 @@ class McpHub:
             srv.session = None
             if srv.pid is not None:
                 processes.kill_group(srv.pid)  # children a crashed leader left behind
+                for _ in range(50):  # so that a stop, and close(), return with them gone
+                    if not processes.group_alive(srv.pid):
+                        break
+                    await asyncio.sleep(0.02)
                 self._pids.discard(srv.pid)
             if srv.fault and not (srv.stop.is_set() and srv.fault == "stopped while starting"):
                 srv.state = ServerState(name, "failed", srv.why(srv.fault), srv.state.tools)

@@ -50,14 +50,19 @@ def alive(pid: int) -> bool:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process is left in the group (the leader may be gone, children not)."""
+    """Whether a living process is left in the group (the leader may be gone, children not;
+    a zombie no one reaps is dead, though kill(0) still finds it)."""
     if sys.platform == "win32":
         return alive(pgid)
     try:
         os.killpg(pgid, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    return True
+    for p in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) == pgid:
+                return True
+    return False
 
 
 def kill_group(pgid: int) -> None:

@@ -157,3 +157,15 @@ def test_a_server_that_dies_while_idle_is_failed_and_close_ends_calls_in_flight(
     assert time.monotonic() - t0 < 10
     result = pending.result(1)  # resolved by close(), not left waiting on a stopped loop
     assert result.is_error and "\n" not in result.text
+
+
+def test_close_takes_a_healthy_server_and_the_children_it_started(make_hub, child_pid_file):
+    import psutil
+
+    hub = make_hub(hostile("parent", "parent", env=(("CHILD_PID_FILE", str(child_pid_file)),)))
+    assert hub.ensure(["parent"])["parent"].status == "ready"
+    child = int(child_pid_file.read_text())
+    parent = psutil.Process(child).ppid()
+    assert not gone(child) and not gone(parent)
+    hub.close()
+    assert gone(parent) and gone(child)  # gone when close() returns, not a moment later

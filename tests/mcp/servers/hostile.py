@@ -6,6 +6,7 @@
     python hostile.py silent-start  never answers initialize
     python hostile.py garbage       answers initialize with a line that is not JSON
     python hostile.py many N        lists N tools and answers each call with its name
+    python hostile.py parent        behaves, but starts a child of its own (pid in CHILD_PID_FILE)
 """
 
 import json
@@ -35,6 +36,10 @@ def main():
         if mid is None:
             continue  # a notification
         if method == "initialize":
+            if mode == "parent":
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+                with open(os.environ["CHILD_PID_FILE"], "w") as f:
+                    f.write(str(child.pid))
             if mode == "silent-start":
                 continue
             if mode == "garbage":
