@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.docs.extract import DocumentError, extract, supported
+from app.docs.extract import DocumentError, extract, supported, why_not_opened
 from app.docs.index import DocsIndex, DocsIndexError
 
 
@@ -79,7 +79,7 @@ def _one(index: DocsIndex, name: str, f: Path, was, report: Report) -> None:
     try:
         st = os.stat(f)
     except OSError as e:
-        report.failed.append((str(f), f"cannot be opened ({(e.strerror or str(e)).lower()})"))
+        report.failed.append((str(f), f"cannot be opened ({why_not_opened(e)})"))
         return
     if was is not None and was[0] == st.st_mtime and was[1] == st.st_size:
         report.unchanged += 1
@@ -121,8 +121,7 @@ def _walk(root: Path, report: Report, cancel: threading.Event | None, max_files:
             seen_dirs.add((st.st_dev, st.st_ino))
             entries = sorted(os.scandir(d), key=lambda e: e.name)
         except OSError as err:
-            why = "a symlink loop" if err.errno == 40 else (err.strerror or str(err)).lower()
-            report.failed.append((str(d), f"cannot be opened ({why})"))
+            report.failed.append((str(d), f"cannot be opened ({why_not_opened(err)})"))
             continue
         subdirs = []
         for ent in entries:

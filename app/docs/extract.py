@@ -9,6 +9,7 @@ pypdf page by page because markitdown's PDF path gives one undivided text with n
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -75,7 +76,7 @@ def _read(p: Path) -> bytes:
     try:
         st = os.stat(p)
     except OSError as e:
-        raise DocumentError(p, f"cannot be opened ({_why(e)})") from None
+        raise DocumentError(p, f"cannot be opened ({why_not_opened(e)})") from None
     if stat.S_ISDIR(st.st_mode):
         raise DocumentError(p, "is a folder, not a file")
     if not stat.S_ISREG(st.st_mode):
@@ -85,11 +86,11 @@ def _read(p: Path) -> bytes:
     try:
         return read_bytes(p, MAX_BYTES)
     except OSError as e:
-        raise DocumentError(p, f"cannot be opened ({_why(e)})") from None
+        raise DocumentError(p, f"cannot be opened ({why_not_opened(e)})") from None
 
 
-def _why(e: OSError) -> str:
-    if e.errno == 40:  # ELOOP
+def why_not_opened(e: OSError) -> str:
+    if e.errno == errno.ELOOP:
         return "a symlink loop"
     return (e.strerror or str(e)).lower() if e.strerror else str(e)
 
