@@ -117,3 +117,27 @@ def test_claude_desktop_and_lm_studio_files_are_found_and_only_read(isolated_dir
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (claude, lmstudio)} == before
     with pytest.raises(McpConfigError, match="no such file"):
         read_foreign(isolated_dirs / "nothing.json")
+
+
+def test_claude_desktop_is_looked_for_where_each_platform_keeps_it(isolated_dirs, monkeypatch):
+    from app.mcp import config
+
+    monkeypatch.setattr(config.sys, "platform", "darwin")
+    mac = isolated_dirs / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+    assert config.foreign_places()[0] == ("Claude Desktop", mac)
+    monkeypatch.setattr(config.sys, "platform", "win32")
+    monkeypatch.setenv("APPDATA", str(isolated_dirs / "Roaming"))
+    name = "claude_desktop_config.json"
+    assert config.foreign_places()[0][1] == isolated_dirs / "Roaming" / "Claude" / name
+    monkeypatch.setattr(config.sys, "platform", "linux")
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert config.foreign_places()[0][1] == isolated_dirs / ".config" / "Claude" / name
+    assert config.foreign_places()[1] == ("LM Studio", isolated_dirs / ".lmstudio" / "mcp.json")
+
+
+def test_transport_follows_the_url():
+    assert ServerConfig("a", "cmd").transport == "stdio"
+    assert ServerConfig("a", url="https://h/mcp").transport == "http"
+    assert ServerConfig("a", url="https://h/sse").transport == "sse"
+    assert ServerConfig("a", url="https://h/sse/?key=1").transport == "sse"
+    assert ServerConfig("a", url="https://h/sse-tools/mcp").transport == "http"
