@@ -101,11 +101,17 @@ async def open_session(cfg: ServerConfig, stack: contextlib.AsyncExitStack, errl
 
 
 async def list_all_tools(session: ClientSession) -> list[types.Tool]:
+    """Every page of the server's tools; none from a server that offers only prompts or resources."""
     tools: list[types.Tool] = []
     cursor = None
     for _ in range(MAX_TOOL_PAGES):
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
+        try:
+            page = await session.list_tools(params=params)
+        except MCPError as e:
+            if e.code == types.METHOD_NOT_FOUND and not tools:
+                return []
+            raise
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:

@@ -169,3 +169,9 @@ def test_close_takes_a_healthy_server_and_the_children_it_started(make_hub, chil
     assert not gone(child) and not gone(parent)
     hub.close()
     assert gone(parent) and gone(child)  # gone when close() returns, not a moment later
+
+
+def test_a_server_without_tools_is_ready_with_none(make_hub):
+    hub = make_hub(hostile("bare", "no-tools"))
+    state = hub.ensure(["bare"])["bare"]
+    assert (state.status, state.error, state.tools) == ("ready", None, ())

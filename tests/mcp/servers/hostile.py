@@ -7,6 +7,7 @@
     python hostile.py garbage       answers initialize with a line that is not JSON
     python hostile.py many N        lists N tools and answers each call with its name
     python hostile.py parent        behaves, but starts a child of its own (pid in CHILD_PID_FILE)
+    python hostile.py no-tools      has no tools/list at all (a server of prompts or resources only)
 """
 
 import json
@@ -49,7 +50,7 @@ def main():
             send({"jsonrpc": "2.0", "id": mid, "result": {
                 "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
                 "serverInfo": {"name": f"hostile-{mode}", "version": "0"}}})
-        elif method == "tools/list":
+        elif method == "tools/list" and mode != "no-tools":
             send({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools}})
         elif method == "tools/call":
             if mode == "crash":
