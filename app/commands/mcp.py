@@ -165,9 +165,11 @@ def _counter(model: str | None):
     """The model's tokenizer, its vocabulary alone loaded (cheap: no weights)."""
     import llama_cpp
 
-    from app.engine.models import resolve_model
+    from app.engine.models import describe, resolve_model
 
-    llm = llama_cpp.Llama(model_path=str(resolve_model(model)), vocab_only=True, verbose=False)
+    path = resolve_model(model)
+    describe(path)  # a file that is not a GGUF model is said as LlamaDesk says it, not as llama.cpp does
+    llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
     return lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
 

@@ -120,3 +120,18 @@ def test_import_from_claude_desktop_reads_theirs_and_keeps_ours(isolated_dirs):
     assert cfg.get("time").command == program("mcp-server-time")
     assert cfg.get("fetch").args == ("mcp-server-fetch",)
     assert claude.read_text() == theirs
+
+
+def test_list_without_a_usable_model_still_lists_and_says_why_tokens_are_missing(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_text("not a model")
+    _write({"time": {"command": program("mcp-server-time")}})
+    r = _cli("list", "--json", "--model", str(bad))
+    assert r.returncode == 0, r.stderr
+    said = f"llamadesk: token costs not counted: {bad}: not a GGUF file (wrong magic bytes)"
+    assert r.stderr.strip() == said
+    (row,) = json.loads(r.stdout)["servers"]
+    assert row["status"] == "ready" and row["tokens"] is None and len(row["tools"]) == 2
+    config_path().unlink()
+    r = _cli("list")
+    assert r.returncode == 0 and r.stdout.startswith(f"no MCP servers in {config_path()}")
