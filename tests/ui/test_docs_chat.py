@@ -93,7 +93,7 @@ def test_an_attached_markdown_file_goes_whole_and_its_source_opens_and_reopens(q
     assert [s.n for s in reply.docs.sources] == [1] and reply.docs.sources[0].sha256 == att.sha256
     shown = win.view.toPlainText()
     assert f"Documents whole · {reply.docs.tokens:,} tok" in shown and "[1] harbour.md" in shown
-    assert "📎 harbour.md" in shown  # named on the question
+    assert f"Attached: harbour.md · {counted:,} tok" in shown  # named on the question
 
     src = reply.docs.sources[0]
     dlg = open_source(qtbot, win, 1)
@@ -138,7 +138,8 @@ def test_a_long_document_in_a_small_context_is_retrieved_and_each_source_maps_to
     reply = answered(qtbot, win, "How is a conversation transcript versioned?")
     docs = reply.docs
     assert docs is not None and docs.mode == DOCS_RETRIEVED and docs.sources
-    assert docs.tokens < 1024
+    assert docs.tokens < 1024 and reply.stats.kv_used <= 1024  # the passages and the frame fit, measured
+    assert reply.stats.reply_limit is None  # and the reply kept its whole budget
     assert [s.n for s in docs.sources] == list(range(1, len(docs.sources) + 1))
     body = doc.read_text(encoding="utf-8")
     for s in docs.sources:

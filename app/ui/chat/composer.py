@@ -98,7 +98,7 @@ class Composer(QWidget):
         self.send_button.setMinimumWidth(80)
         self.send_button.clicked.connect(self._on_button)
         self.attach_button = QToolButton()
-        self.attach_button.setText("📎")
+        self.attach_button.setText("Attach")  # words, not a paperclip glyph: many fonts have none
         self.attach_button.setToolTip("Attach documents: PDF, DOCX, HTML, Markdown, text or code "
                                       "(or drop files here; a dropped folder is indexed as a collection)")
         self.attach_button.clicked.connect(self.choose_files)

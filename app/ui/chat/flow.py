@@ -112,6 +112,7 @@ class ChatFlow(ToolTurns, DocTurns, QObject):
         self.model_ready = False
         self.n_ctx = 0
         self.count_tokens = None  # the loaded model's token count (None: estimated), for documents
+        self.measure = None  # the local model's prompt, measured as its engine renders it (documents)
         self.index_path = None  # the documents' index (None: the default docs.db)
         self._prepared = False  # the loaded model's vocabulary was indexed for constrained replies
         self._run: _Running | None = None
@@ -188,6 +189,8 @@ class ChatFlow(ToolTurns, DocTurns, QObject):
         except ValueError as e:
             self.bar.show_message(f"Settings: {e}", "error")
             return False
+        if self._tools_starting():  # its MCP servers start first, off this thread; then it is sent
+            return True
         pending, conv = self.composer.chips.pending, self.conversation
         try:
             plan = self._plan_docs(conv, text, pending, len(conv.messages), settings)

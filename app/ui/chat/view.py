@@ -169,7 +169,7 @@ class ChatView(QTextBrowser):
         if msg.attachments:
             names = "  ·  ".join(html.escape(describe(a)) for a in msg.attachments)
             return (f'<p style="margin-top:4px; margin-bottom:0px; color:{theme.muted}; font-size:small;">'
-                    f"📎 {names}</p>")
+                    f"Attached: {names}</p>")
         if msg.docs is not None:
             return sources_html(theme, msg.docs, index)
         return ""

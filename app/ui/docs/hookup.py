@@ -25,6 +25,7 @@ from app.ui.chat.flow import ChatFlow
 from app.ui.chat.sources import PassageDialog
 from app.ui.chat.view import ChatView
 from app.ui.docs.chooser import DocsChooser
+from app.ui.docs.turns import PromptMeasure
 from app.ui.docs.window import CollectionsWindow
 from app.ui.widgets.message_bar import MessageBar
 
@@ -66,6 +67,8 @@ class DocsHookup(QObject):
         self.composer.counter = token_counter(loaded)
         self.composer.recount()
         self.flow.count_tokens = self.composer.counter
+        model = getattr(loaded, "model", None)
+        self.flow.measure = PromptMeasure(model, loaded.n_ctx) if model is not None else None
 
     def open_collections(self) -> CollectionsWindow:
         if self.collections is None:

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 from app.chat.conversation import LiveConversation
 from app.chat.documents import plan_turn, room_tokens
 from app.docs.index import DocsIndex
-from app.engine.message import Attachment
+from app.engine.loader import LoadedModel
+from app.engine.message import Attachment, MessageBody
+from app.engine.prompt import chat_format
 from app.engine.sampling import GenerationSettings
 from app.history.errors import StoreError
 from app.ui.chat.attachment_chips import Pending
@@ -40,9 +42,26 @@ if TYPE_CHECKING:
 @dataclass
 class _Window:
     """What app.chat.documents.room_tokens reads of an engine: its context length (and, having no
-    prompt_tokens here, it counts the history's words with the count it is given)."""
+    prompt_tokens, it counts the history's words with the count it is given: a server's)."""
 
     n_ctx: int
+
+
+class PromptMeasure:
+    """The chat's prompt measured as the local engine renders it: the model's own format (its chat
+    template, or the plain transcript with its preamble) tokenized in its vocabulary. The room left
+    for documents is what the prompt leaves, frame and all; counting the messages' words alone
+    left out the format's own tokens, and a planned turn overflowed a small context. Built on the
+    shared weights as the batch engine builds its format; no llama context is touched."""
+
+    def __init__(self, model: LoadedModel, n_ctx: int) -> None:
+        self.format, _notice = chat_format(model)
+        self.llm, self.n_ctx = model.llm, n_ctx
+
+    def prompt_tokens(self, messages: list[MessageBody]) -> list[int]:
+        text = self.format.render(messages, True, None)
+        fmt = self.format
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=fmt.add_bos, special=fmt.special)
 
 
 def _estimate(text: str) -> int:
@@ -57,6 +76,7 @@ class DocTurns:
     bar: MessageBar
     n_ctx: int
     count_tokens: Callable[[str], int] | None
+    measure: PromptMeasure | None
     index_path: Path | None
 
     def document_text(self, sha256: str) -> str | None:
@@ -89,8 +109,9 @@ class DocTurns:
             self.bar.show_message(f"Not given to the model: {', '.join(missing)} (its text is not stored "
                                   "with this conversation)", "warning")
         count = self.count_tokens or _estimate
-        room = room_tokens(_Window(self.n_ctx), conv.system(), conv.history(upto), question,
-                           settings.max_tokens, count)
+        m = self.measure
+        engine = m if m is not None and m.n_ctx == self.n_ctx else _Window(self.n_ctx)
+        room = room_tokens(engine, conv.system(), conv.history(upto), question, settings.max_tokens, count)
         with DocsIndex.open(self.index_path) as index:
             return plan_turn(question, attached, list(conv.collections), room, count, index)
 

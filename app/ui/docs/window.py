@@ -74,7 +74,9 @@ class CollectionsWindow(QWidget):
                                    "Markdown, text, code); any conversation can then use them")
         self.add_button.clicked.connect(lambda: self.add_folder(self.folder.text(), self.name.text()))
         add = QHBoxLayout()
+        add.addWidget(QLabel("Name"))
         add.addWidget(self.name, 1)
+        add.addWidget(QLabel("Folder"))
         add.addWidget(self.folder, 2)
         add.addWidget(browse)
         add.addWidget(self.add_button)
@@ -99,7 +101,9 @@ class CollectionsWindow(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         head = self.table.horizontalHeader()
-        head.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        for k in range(len(COLUMNS)):
+            head.setSectionResizeMode(k, QHeaderView.ResizeMode.Stretch if k == 1
+                                      else QHeaderView.ResizeMode.ResizeToContents)
         self.reindex_button = QPushButton("Re-index")
         self.reindex_button.setToolTip("Read the folder again: new and changed files are indexed, "
                                        "deleted ones dropped and named")
