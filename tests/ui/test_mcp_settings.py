@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDialogButtonBox
 
 from app.chat.tool_cost import definitions_tokens
@@ -47,7 +47,7 @@ def tool_rows(page) -> dict[str, tuple[str, Qt.CheckState]]:
 
 
 def test_mcp_server_time_added_checked_its_tools_costed_and_one_switched_off(qtbot, hub, count):
-    dlg = SettingsDialog(AppConfig(), mcp_hub=hub, count_tokens=count)
+    dlg = SettingsDialog(AppConfig(), mcp=hub, count_tokens=count)
     qtbot.addWidget(dlg)
     dlg.show()
     page = dlg.mcp
@@ -95,7 +95,7 @@ def test_a_server_whose_command_does_not_exist_fails_in_one_line(qtbot, hub, tmp
     missing = tmp_path / "no-such-mcp-server"
     save_config(McpConfig((ServerConfig("ghost", str(missing)),)))
     hub.set_config(load_config())
-    dlg = SettingsDialog(AppConfig(), mcp_hub=hub)
+    dlg = SettingsDialog(AppConfig(), mcp=hub)
     qtbot.addWidget(dlg)
     dlg.show()
     page = dlg.mcp
@@ -117,7 +117,7 @@ def test_a_cost_without_a_model_says_so(qtbot, hub):
     save_config(McpConfig((ServerConfig("time", TIME_SERVER),)))
     hub.set_config(load_config())
     hub.ensure(["time"])
-    dlg = SettingsDialog(AppConfig(), mcp_hub=hub)  # opened with no model loaded
+    dlg = SettingsDialog(AppConfig(), mcp=hub)  # opened with no model loaded
     qtbot.addWidget(dlg)
     n = len(hub.states()["time"].tools)
     assert dlg.mcp.status.text() == f"ready · {n} tools"
@@ -147,15 +147,32 @@ def test_an_always_allowed_tool_is_listed_and_revoked(qtbot):
     dlg.reject()
 
 
-def test_the_cost_is_counted_with_the_windows_loaded_model(qtbot, make_window, hub, count):
+def test_the_windows_settings_use_its_runner_and_its_loaded_model(qtbot, make_window, count):
     save_config(McpConfig((ServerConfig("time", TIME_SERVER),)))
-    hub.set_config(load_config())
-    tools = hub.ensure(["time"])["time"].tools
     win = make_window(small_config(max_tokens=4))
-    dlg = SettingsDialog(win.config, win, report=win.load_report, mcp_hub=hub,
-                         count_tokens=loaded_counter(win.loaded))
-    qtbot.addWidget(dlg)
-    tokens = definitions_tokens(count, [t.definition() for t in tools])  # the same model, loaded apart
-    assert f"take {tokens:,} prompt tokens" in dlg.mcp.cost.text()
-    dlg.reject()
+    win.mcp.approvals.allow_always("time", "convert_time")
+    seen: dict = {}
+
+    def in_the_dialog() -> None:  # open_settings runs the dialog modally: act from inside it
+        dlg = seen["dlg"] = win.findChild(SettingsDialog)
+        page = dlg.mcp
+        page.trusted.setChecked(True)
+        page.check_button.click()
+        qtbot.waitUntil(lambda: page.status.text().startswith("ready"), timeout=30_000)
+        tools = win.mcp.hub.states()["time"].tools  # the window's hub started it
+        seen["tokens"] = definitions_tokens(count, [t.definition() for t in tools])  # the model loaded apart
+        seen["cost"] = page.cost.text()
+        page.allowed.setCurrentRow(0)
+        page.revoke_button.click()
+        dlg.reject()
+
+    QTimer.singleShot(0, in_the_dialog)
+    win.open_settings()
+    assert f"take {seen['tokens']:,} prompt tokens" in seen["cost"]
+    assert not win.mcp.approvals.allowed("time", "convert_time")  # the chat's own decisions, revoked
+    assert win.mcp.config.get("time").trusted  # the runner holds what was saved
+    assert win.tools.mcp is win.mcp
+    win.tools.menu.aboutToShow.emit()
+    n = len(win.mcp.states()["time"].tools)
+    assert win.tools.servers["time"].toolTip() == f"MCP server time: ready · {n} tools"
     assert loaded_counter(None) is None

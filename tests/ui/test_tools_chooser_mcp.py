@@ -31,7 +31,7 @@ def test_the_chooser_lists_enabled_servers_with_their_status_and_choosing_one_us
         assert list(chooser.servers) == ["time", "ghost"]  # git is switched off in Settings
         assert chooser.servers["time"].text() == "time (MCP)"
         assert chooser.servers["time"].toolTip().startswith("MCP server time: not started")
-        chooser.set_hub(hub)
+        chooser.set_mcp(hub)
         states = hub.ensure(["time", "ghost"])
         state = states["time"]
         assert state.status == "ready" and states["ghost"].status == "failed"

@@ -2,7 +2,7 @@
 
 A button with a menu: each built-in tool checked on or off, each MCP server
 configured in Settings > Tools and switched on there (its status in the
-tooltip, from the window's hub), "Declare tools…"
+tooltip, from the window's MCP runner), "Declare tools…"
 for the user's own function definitions, and whether the model decides (Auto),
 must call (Required) or may not (None). It shows the tools of the conversation
 on screen and hands a change to the chat flow, which saves it with the
@@ -30,7 +30,6 @@ from app.chat import builtin_tools
 from app.chat.conversation import LiveConversation
 from app.chat.tool_set import ToolSet, ToolSetError, make_tool_set
 from app.mcp.config import McpConfigError, load_config
-from app.mcp.hub import McpHub
 from app.ui.chat.flow import ChatFlow
 from app.ui.chat.tools_dialog import ToolsDialog
 from app.ui.settings.mcp_server_panel import status_text
@@ -59,7 +58,7 @@ class ToolsChooser(QWidget):
             a.toggled.connect(self._changed)
             self.builtin[name] = a
         self.menu.setToolTipsVisible(True)
-        self.hub: McpHub | None = None  # the window's, for the servers' status (set_hub)
+        self.mcp = None  # the window's McpRunner (or an McpHub): the servers' status (set_mcp)
         self.servers: dict[str, QAction] = {}
         self.servers_note = QAction(self)  # a broken mcp.json, said in the menu
         self.servers_note.setEnabled(False)
@@ -86,8 +85,9 @@ class ToolsChooser(QWidget):
         row.addWidget(self.button)
         self.show_tools(ToolSet())
 
-    def set_hub(self, hub: McpHub | None) -> None:
-        self.hub = hub
+    def set_mcp(self, mcp) -> None:
+        """Where the servers' status comes from: anything with states() (McpRunner, McpHub)."""
+        self.mcp = mcp
 
     def refresh_servers(self) -> None:
         """Offer the configured, enabled MCP servers (and any the conversation still uses)."""
@@ -103,7 +103,7 @@ class ToolsChooser(QWidget):
             self.servers_note.setText("MCP servers: mcp.json cannot be read")
             self.servers_note.setToolTip(str(e))
             self.servers_note.setVisible(True)
-        states = self.hub.states() if self.hub is not None else {}
+        states = self.mcp.states() if self.mcp is not None else {}
         by_name = {s.name: s for s in configured}
         gone = [n for n in self.tools.mcp if n not in by_name]
         names = [s.name for s in configured if s.enabled] + gone

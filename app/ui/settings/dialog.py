@@ -119,7 +119,7 @@ def _dspin(lo: float, hi: float, value: float, step: float, decimals: int = 2) -
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, cfg: AppConfig, parent=None, report=None, mcp_hub=None, count_tokens=None):
+    def __init__(self, cfg: AppConfig, parent=None, report=None, mcp=None, count_tokens=None):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._cfg = cfg
@@ -211,8 +211,8 @@ class SettingsDialog(QDialog):
             page = QWidget()
             page.setLayout(form)
             self.tabs.addTab(page, title)
-        # MCP servers: saved to mcp.json as they change, apart from OK and Cancel (app.ui.settings.mcp_page)
-        self.mcp = McpPage(mcp_hub, count_tokens)
+        # MCP servers (`mcp`: the window's McpRunner): saved to mcp.json as they change, apart from OK/Cancel
+        self.mcp = McpPage(mcp, count_tokens)
         self.tabs.addTab(self.mcp, "Tools")
         self.finished.connect(lambda _r: self.mcp.stop())
         self.error = LevelLabel()  # red that reads on the theme showing, chosen again on a switch

@@ -17,9 +17,10 @@ NONE_YET = "None: a tool you always allow in a chat is listed here."
 
 
 class AllowedTools(QGroupBox):
-    def __init__(self, parent=None):
+    def __init__(self, approvals: Approvals | None = None, parent=None):
+        """`approvals`: the ones the chat asks (the window's runner's), so a revoke holds at once."""
         super().__init__("Always allowed", parent)
-        self.approvals = Approvals.load()
+        self.approvals = approvals if approvals is not None else Approvals.load()
         self.allowed = QListWidget()
         self.allowed.setMaximumHeight(80)
         self.revoke_button = QPushButton("Revoke")

@@ -1,20 +1,23 @@
 """Settings > Tools: the MCP servers LlamaDesk may start, what each offers, and what it costs.
 
 The list is LlamaDesk's own mcp.json (app.mcp.config), read when the page
-opens and written at each change, which the window's hub is handed at once
-(`set_config`), so a server turned off or a tool switched off is gone from
-the next turn without a restart. A broken mcp.json is said in one line and
-left on disk as it is until the user saves a change here: a typo in a
-hand-edited file should not be wiped by opening Settings. The first change
-saved sets it aside as mcp.json.broken (app.mcp.config refuses to write over
-a file it cannot read), so what the user typed is never lost.
+opens and written at each change, which the window's MCP runner
+(app.ui.chat.mcp_runner, or a bare McpHub) is handed at once (`set_config`),
+so a server turned off or a tool switched off is gone from the next turn
+without a restart. A broken mcp.json is said in one line and left on disk as
+it is until the user saves a change here: a typo in a hand-edited file should
+not be wiped by opening Settings. The first change saved sets it aside as
+mcp.json.broken (app.mcp.config refuses to write over a file it cannot read),
+so what the user typed is never lost.
 
-Status comes from the window's hub, which the chat shares: Check starts the
-chosen server on a plain thread (the hub's `ensure` blocks until it answers
-or fails), never on the GUI thread, and shows what it lists. A tool's
-definition goes into every turn's prompt, so each server says what its
-tools on take, counted with the loaded model's own tokenizer; a user with a
-41-tool server sees the price before the first reply pays it.
+Status comes from the window's hub, which the chat shares, and the
+always-allowed decisions are the runner's own, so a revoke here holds for the
+very next call. Check starts the chosen server on a plain thread (the hub's
+`ensure` blocks until it answers or fails), never on the GUI thread, and shows
+what it lists. A tool's definition goes into every turn's prompt, so each
+server says what its tools on take, counted with the loaded model's own
+tokenizer; a user with a 41-tool server sees the price before the first reply
+pays it.
 """
 
 from __future__ import annotations
@@ -73,11 +76,12 @@ class _Checks(QObject):
 class McpPage(QWidget):
     saved = Signal(object)  # the McpConfig written
 
-    def __init__(self, hub: McpHub | None = None, count_tokens: Callable[[str], int] | None = None,
-                 parent=None):
+    def __init__(self, mcp=None, count_tokens: Callable[[str], int] | None = None, parent=None):
+        """`mcp`: the window's McpRunner, or an McpHub (anything with states() and set_config());
+        None: Check starts a hub of the page's own, closed with the dialog."""
         super().__init__(parent)
-        self.hub = hub
-        self._own_hub = hub is None  # opened without the window's hub: Check starts a private one
+        self.mcp = mcp
+        self._own_hub = mcp is None
         self.file_error = LevelLabel()
         self.file_error.set_level("error")
         self.file_error.setWordWrap(True)
@@ -108,7 +112,7 @@ class McpPage(QWidget):
         self.title, self.status, self.cost = self.panel.title, self.panel.status, self.panel.cost
         self.enabled, self.trusted, self.tools = self.panel.enabled, self.panel.trusted, self.panel.tools
         self.check_button = self.panel.check_button
-        self.allowed_box = AllowedTools()
+        self.allowed_box = AllowedTools(getattr(mcp, "approvals", None))
         self.allowed, self.revoke_button = self.allowed_box.allowed, self.allowed_box.revoke_button
         self._checks = _Checks(self)
         self._checks.done.connect(self._checked)
@@ -144,7 +148,7 @@ class McpPage(QWidget):
 
     # -- what is shown ------------------------------------------------------------------
     def _states(self) -> dict[str, ServerState]:
-        states = self.hub.states() if self.hub is not None else {}
+        states = self.mcp.states() if self.mcp is not None else {}
         for name, st in states.items():
             if st.tools:
                 self._listed[name] = st.tools
@@ -190,7 +194,7 @@ class McpPage(QWidget):
 
     # -- changes --------------------------------------------------------------------------
     def save(self, cfg: McpConfig, select: str | None = None) -> bool:
-        """Write mcp.json and hand it to the hub; a failure is one line and nothing changes."""
+        """Write mcp.json and hand it to the runner; a failure is one line and nothing changes."""
         try:
             if self._broken:  # the user's first change replaces the unreadable file: keep it aside
                 path = config_path()
@@ -203,8 +207,8 @@ class McpPage(QWidget):
         self.file_error.hide()
         self._broken = False
         self.config = cfg
-        if self.hub is not None:
-            self.hub.set_config(cfg)
+        if self.mcp is not None:
+            self.mcp.set_config(cfg)
         self.saved.emit(cfg)
         self._offer_import()
         self._fill_servers(select)
@@ -251,9 +255,10 @@ class McpPage(QWidget):
         s = self.current()
         if s is None or s.name in self._checking:
             return
-        if self.hub is None:
-            self.hub = McpHub(self.config)
-        hub, name, checks = self.hub, s.name, self._checks
+        if self.mcp is None:
+            self.mcp = McpHub(self.config)
+        hub: McpHub = getattr(self.mcp, "hub", self.mcp)  # a runner's hub, made when first needed
+        name, checks = s.name, self._checks
         self._checking.add(name)
         self._show_server()
 
@@ -307,6 +312,6 @@ class McpPage(QWidget):
     def stop(self) -> None:
         """The dialog is closing: stop following the hub, and close a hub of the page's own."""
         self._timer.stop()
-        if self._own_hub and self.hub is not None:
-            self.hub.close()
-            self.hub = None
+        if self._own_hub and self.mcp is not None:
+            self.mcp.close()
+            self.mcp = None
