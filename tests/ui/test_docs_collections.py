@@ -16,6 +16,7 @@ from app.history.store import Store
 from app.ui.docs.chooser import DocsChooser
 from app.ui.docs.window import CollectionsWindow
 from tests.ui.conftest import small_config
+from tests.ui.test_docs_chat import drop
 
 
 def folder(root: Path, n: int, words: int = 60) -> Path:
@@ -154,3 +155,18 @@ def test_the_chooser_keeps_a_removed_collection_listed_until_it_is_unchecked(qtb
     assert picked == []  # showing the conversation's choice is not a choice
     chooser.actions_by_name["gone"].setChecked(False)
     assert picked == [["a"]] and chooser.button.text() == "Docs: a"
+
+
+def test_a_folder_dropped_on_the_chat_is_indexed_as_a_collection_and_chosen_for_it(
+        qtbot, make_window, tmp_path):
+    root = folder(tmp_path / "field-notes", 5)
+    win = make_window(small_config())
+    drop(win.view, [root])
+    coll = win.documents.collections
+    assert coll is not None and coll.isVisible() and coll.job is not None  # its progress on screen
+    assert win.flow.conversation.collections == ["field-notes"]
+    assert win.docs.button.text() == "Docs: field-notes"
+    assert "Indexing «field-notes»" in win.bar.text()
+    assert win.composer.chips.chips == []  # a folder is not attached file by file
+    qtbot.waitUntil(lambda: coll.job is None, timeout=60_000)
+    assert coll.names() == ["field-notes"] and coll.table.item(0, 2).text() == "5"
