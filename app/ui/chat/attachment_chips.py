@@ -10,23 +10,13 @@ goes to the message bar, so a chip always stands for text the model can read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
 
 from app.engine.message import Attachment
+from app.ui.docs.turns import Pending
 
 NAME_CHARS = 32  # a longer name is cut in the middle; the whole is in the tooltip
-
-
-@dataclass
-class Pending:
-    """An attachment read and counted, with the text it stands for (kept until it is sent)."""
-
-    attachment: Attachment
-    text: str
-    page_starts: tuple[int, ...] = ()
 
 
 def describe(att: Attachment) -> str:

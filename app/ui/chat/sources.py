@@ -4,27 +4,20 @@ The line says whether the documents went in whole (they fit with room for the
 answer; their token cost beside) or as retrieved passages, so the user knows
 what the model could have read. The sources are numbered as the prompt told
 the model to cite them ([n]), each naming its document, its page or heading
-and its first words. A click opens the passage in its document: the whole text,
-as the model was given it (an attachment's from the history store, a
-collection's from its index), scrolled to the passage and with it selected, so
-the user reads it in its context and checks the answer against it.
+and its first words. A click (the view's source_clicked) opens the passage in
+its document: app.ui.docs.passage, the whole text scrolled to the passage and
+with it selected, so the user reads it in its context.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
-
-from PySide6.QtGui import QColor, QFontDatabase, QPalette, QTextCharFormat, QTextCursor
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QTextEdit, QVBoxLayout
 
 from app.engine.message import DOCS_WHOLE, DocsUse, Source
 from app.ui.chat.markdown import Theme
 
 SOURCE_SCHEME = "src"  # the view's links on a source: src:MESSAGE_INDEX/N
 SNIPPET_CHARS = 110
-
-TextLookup = Callable[[Source], "str | None"]  # a document's whole text by its source (None: gone)
 
 
 def headline(docs: DocsUse) -> str:
@@ -56,66 +49,3 @@ def sources_html(theme: Theme, docs: DocsUse, index: int) -> str:
         out.append(f'<p style="margin:0px; font-size:small;"><a {link}>'
                    f"[{s.n}]</a> <span style=\"{muted}\">{html.escape(source_line(s))}</span></p>")
     return "".join(out)
-
-
-def utf16_offset(text: str, i: int) -> int:
-    """Python's character offset `i` in `text` as Qt counts it (UTF-16 units: an emoji is two)."""
-    return len(text[:i].encode("utf-16-le")) // 2
-
-
-class PassageDialog(QDialog):
-    """One source in its document: the whole text, the passage selected and scrolled to."""
-
-    def __init__(self, source: Source, text: str | None, parent=None):
-        super().__init__(parent)
-        self.source = source
-        where = f" · {source.where}" if source.where else ""
-        self.setWindowTitle(f"[{source.n}] {source.document}{where}")
-        self.resize(760, 560)
-        title = QLabel(f"<b>[{source.n}] {html.escape(source.document)}</b>{html.escape(where)}"
-                       + (f" · collection {html.escape(source.collection)}" if source.collection else ""))
-        self.note = QLabel()
-        self.note.setWordWrap(True)
-        self.text = QPlainTextEdit()
-        self.text.setReadOnly(True)
-        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.GeneralFont))
-        box = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        box.rejected.connect(self.reject)
-        col = QVBoxLayout(self)
-        col.addWidget(title)
-        col.addWidget(self.note)
-        col.addWidget(self.text, 1)
-        col.addWidget(box)
-        self.found = text is not None and 0 <= source.start < source.end <= len(text)
-        if text is None:
-            self.note.setText("This document's text is no longer stored (its collection was removed or "
-                              "re-indexed since): the passage as the reply was given it.")
-            self.text.setPlainText(source.snippet)
-            self.note.setVisible(True)
-            return
-        self.note.setVisible(False)
-        self.text.setPlainText(text)
-        if self.found:
-            self._select(text, source.start, source.end)
-
-    def _select(self, text: str, start: int, end: int) -> None:
-        a, b = utf16_offset(text, start), utf16_offset(text, end)
-        cur = self.text.textCursor()
-        cur.setPosition(b)
-        self.text.setTextCursor(cur)
-        self.text.centerCursor()  # the passage's end in view, then its start: the whole on screen
-        cur.setPosition(a)
-        cur.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
-        self.text.setTextCursor(cur)
-        self.text.ensureCursorVisible()
-        mark = QTextEdit.ExtraSelection()
-        fmt = QTextCharFormat()
-        hi = self.palette().color(QPalette.ColorRole.Highlight)
-        fmt.setBackground(QColor(hi.red(), hi.green(), hi.blue(), 70))
-        mark.format = fmt  # stays drawn when the selection's colour fades with the focus
-        mark.cursor = QTextCursor(cur)
-        self.text.setExtraSelections([mark])
-
-    def passage(self) -> str:
-        """What is selected, as text (Qt writes a paragraph break as U+2029)."""
-        return self.text.textCursor().selectedText().replace("\u2029", "\n")

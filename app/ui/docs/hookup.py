@@ -20,11 +20,8 @@ from PySide6.QtWidgets import QMainWindow
 
 from app.docs.index import DocsIndex
 from app.engine.message import Source
-from app.ui.chat.composer import Composer
-from app.ui.chat.flow import ChatFlow
-from app.ui.chat.sources import PassageDialog
-from app.ui.chat.view import ChatView
 from app.ui.docs.chooser import DocsChooser
+from app.ui.docs.passage import PassageDialog
 from app.ui.docs.turns import PromptMeasure
 from app.ui.docs.window import CollectionsWindow
 from app.ui.widgets.message_bar import MessageBar
@@ -42,8 +39,11 @@ def token_counter(loaded) -> Callable[[str], int] | None:
 
 
 class DocsHookup(QObject):
-    def __init__(self, window: QMainWindow, flow: ChatFlow, composer: Composer, view: ChatView,
-                 chooser: DocsChooser, bar: MessageBar, index_path: Path | None = None) -> None:
+    def __init__(self, window: QMainWindow, flow, composer, view, chooser: DocsChooser, bar: MessageBar,
+                 index_path: Path | None = None) -> None:
+        """`flow`, `composer` and `view`: the window's ChatFlow, Composer and ChatView (app.ui.chat,
+        which imports this package's parts: named here only by what they do, so the two packages
+        do not import each other)."""
         super().__init__(window)
         self.main, self.flow, self.composer, self.view = window, flow, composer, view
         self.chooser, self.bar, self.index_path = chooser, bar, index_path

@@ -31,7 +31,6 @@ from app.engine.message import Attachment, MessageBody
 from app.engine.prompt import chat_format
 from app.engine.sampling import GenerationSettings
 from app.history.errors import StoreError
-from app.ui.chat.attachment_chips import Pending
 
 if TYPE_CHECKING:
     from app.chat.doc_prompt import DocsPlan
@@ -62,6 +61,16 @@ class PromptMeasure:
         text = self.format.render(messages, True, None)
         fmt = self.format
         return self.llm.tokenize(text.encode("utf-8"), add_bos=fmt.add_bos, special=fmt.special)
+
+
+@dataclass
+class Pending:
+    """An attachment read and counted, with the text it stands for: a chip above the box until it
+    is sent with a question (app.ui.chat.attachment_chips)."""
+
+    attachment: Attachment
+    text: str
+    page_starts: tuple[int, ...] = ()
 
 
 def _estimate(text: str) -> int:
