@@ -83,6 +83,7 @@ def test_an_attached_markdown_file_goes_whole_and_its_source_opens_and_reopens(q
     qtbot.waitUntil(lambda: not win.composer.reading, timeout=20_000)
     assert chips_shown(win) == 1 and "photo.txt" in win.bar.text() and "\n" not in win.bar.text()
 
+    assert not win.flow.send() and "Type a question" in win.bar.text()  # documents alone ask nothing
     reply = answered(qtbot, win, "When does the lighthouse museum open?")
     assert chips_shown(win) == 0 and not win.composer.chips.isVisible()
     question = win.flow.conversation.messages[0]
@@ -174,3 +175,31 @@ def test_files_dropped_on_the_transcript_become_chips_and_the_cross_takes_one_ba
     drop(win.view, [a, b])  # the same texts again: no second chip for either
     qtbot.waitUntil(lambda: not win.composer.reading, timeout=20_000)
     assert chips_shown(win) == 2
+
+
+def test_a_pdf_chip_counts_its_pages_a_locked_one_is_one_line_and_a_page_is_a_source(
+        qtbot, make_window, tmp_path):
+    from tests.docs.files import PAGES, pdf
+
+    win = make_window(small_config(n_ctx=1024, max_tokens=12))
+    locked = pdf(tmp_path / "locked.pdf", password="secret")
+    win.composer.attach_paths([locked])
+    qtbot.waitUntil(lambda: not win.composer.reading, timeout=20_000)
+    assert chips_shown(win) == 0 and "locked.pdf" in win.bar.text() and "\n" not in win.bar.text()
+
+    book = pdf(tmp_path / "island.pdf")
+    attach(qtbot, win, book)
+    chip = win.composer.chips.chips[0]
+    assert chip.pending.attachment.pages == 3 and chip.label.text().startswith("island.pdf · 3 pages · ")
+    notes = tmp_path / "notes.md"  # with it, the two cannot go whole in 1,024 tokens
+    notes.write_text((ROOT / "docs/architecture.md").read_text(encoding="utf-8"), encoding="utf-8")
+    attach(qtbot, win, notes)
+
+    reply = answered(qtbot, win, "When does the ferry to Vlieland leave?")
+    docs = reply.docs
+    assert docs is not None and docs.mode == DOCS_RETRIEVED
+    page = next(s for s in docs.sources if s.document == "island.pdf")
+    assert page.where == "page 2"
+    dlg = open_source(qtbot, win, page.n)
+    assert dlg.found and "ferry to Vlieland leaves at seven fifteen" in dlg.passage()
+    assert PAGES[0] not in dlg.passage()  # the passage, not the whole document

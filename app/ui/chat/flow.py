@@ -172,6 +172,9 @@ class ChatFlow(ToolTurns, DocTurns, QObject):
     def send(self) -> bool:
         text = self.composer.text()
         if self.busy or not text.strip():
+            if not self.busy and self.composer.chips.chips:  # documents alone ask nothing
+                self.bar.show_message("Type a question about the attached documents: they go with it.",
+                                      "info")
             return False
         if not self.model_ready:
             self.bar.show_message("No model is loaded yet: pick one in the Model list "
