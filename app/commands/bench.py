@@ -59,6 +59,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
     mode.add_argument("--fit", action="store_true",
                       help="predicted (app.hub.fit, from the header) against measured resident memory after "
                            "load, for the model and a llama-quantize Q8_0 copy at 2048 and 16384 tokens")
+    mode.add_argument("--docs", action="store_true",
+                      help="index Python's HTML documentation (Debian's python3-doc, or --docs-dir): index "
+                           "time, size, BM25 latency, recall@5 and MRR on 32 questions for BM25, the bundled "
+                           "model's vectors and hybrid, and the prefill cost of the top-5 passages")
+    p.add_argument("--docs-dir", metavar="DIR", help="with --docs: the folder to index "
+                                                     "(default /usr/share/doc/python3/html)")
+    p.add_argument("--docs-pool", type=int, default=10, metavar="N",
+                   help="with --docs: each question's BM25 top N passages' pages form the pool that is "
+                        "embedded for the vector comparison (default 10)")
+    p.add_argument("--no-vectors", action="store_true", help="with --docs: BM25 only, no model loaded")
+    p.add_argument("--tokenizer", choices=("porter unicode61", "trigram"), default="porter unicode61",
+                   help="with --docs: FTS5's tokenizer for the index (default 'porter unicode61')")
     p.add_argument("--markdown", action="store_true",
                    help="with --gui: ask for a reply full of code blocks, lists and tables (an earlier "
                         "turn shows the model one) instead of a story, and count what it held")
@@ -147,6 +159,12 @@ def _bench(args: argparse.Namespace) -> dict:
     endpoint = endpoint_from_args(args)
     if args.serve:
         return _serve(args, endpoint)
+    if args.docs:
+        from app.bench.docs import run_docs_bench
+
+        check_range("--docs-pool", args.docs_pool, 1, 1000)
+        return run_docs_bench(args.docs_dir, args.model, load_options(args), args.docs_pool,
+                              not args.no_vectors, args.rounds, args.tokenizer)
     if endpoint is not None:
         if (args.store or args.batch or args.quality or args.cold_start or args.gui or args.fit
                 or args.structured or args.speculative or args.branches):
