@@ -8,15 +8,17 @@ given, or the Debian one is used.
 
 Vectors are the bundled model's own embeddings. Embedding a whole corpus with it on a CPU takes
 far longer than a benchmark should (the figure is extrapolated and printed), so BM25, vectors
-and hybrid are compared on a pool: each question's BM25 top-N passages from the whole corpus
-(plus every passage of each answer page, so vectors can find what BM25 missed), all searched
-together. On that pool the three rankings see the same passages, so they compare fairly.
+and hybrid are compared on a pool: each question's BM25 top-N passages from the whole corpus,
+all in one small index that every question searches. The three rankings see the same passages,
+so they compare fairly, and what is measured is whether the embeddings order BM25's candidates
+better or worse (a passage BM25 never ranked cannot be in the pool).
 Retrieved context is what a conversation pays for: the top-5 passages' tokens and the model's
 prefill time for them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import tempfile
 import time
@@ -33,6 +35,7 @@ from app.errors import LlamaDeskError
 DEFAULT_DIR = Path("/usr/share/doc/python3/html")
 K = 5
 MRR_DEPTH = 10
+EMBED_TOKENS = 256  # a passage's head; its ~1,200 characters are ~300 tokens
 
 
 class DocsBenchError(LlamaDeskError):
@@ -103,20 +106,6 @@ def run_docs_bench(docs_dir: str | None, model: str | None, opts, pool: int = 10
     return out
 
 
-def _pool(ix: DocsIndex, root: Path, pool: int) -> list[str]:
-    """Text hashes of the pool: each question's BM25 top-`pool` passages' documents are too many to
-    embed, so the pool is passages, kept as a throwaway index of their own."""
-    shas: dict[str, None] = {}
-    for question, pages in QUESTIONS:
-        for h in ix.search(question, k=pool, mode="bm25"):
-            shas[h.sha256] = None
-        for p in pages:
-            row = ix.conn.execute("select sha256 from documents where path = ?", (str(root / p),)).fetchone()
-            if row:
-                shas[row[0]] = None
-    return list(shas)
-
-
 def _vectors(ix: DocsIndex, root: Path, model_path: str | None, opts, pool: int,
              prefill_questions: int) -> dict:
     from app.engine.embedder import Embedder
@@ -134,14 +123,14 @@ def _vectors(ix: DocsIndex, root: Path, model_path: str | None, opts, pool: int,
             t = time.perf_counter()
             rows = []
             for text in texts:
-                toks = emb.tokenize(text)[:512]
+                toks = emb.tokenize(text)[:EMBED_TOKENS]
                 embedded[2] += len(toks)
                 rows.append(emb.embed(toks))
             embedded[0] += len(texts)
             embedded[1] += time.perf_counter() - t
             return np.vstack(rows)
 
-        sub = _pool_index(ix, root, pool)
+        sub = _pool_index(ix, pool)
         try:
             sub.set_embedder(embed, path.name)
             sub.embed_missing(batch=32)
@@ -162,15 +151,19 @@ def _vectors(ix: DocsIndex, root: Path, model_path: str | None, opts, pool: int,
     return out
 
 
-def _pool_index(ix: DocsIndex, root: Path, pool: int) -> DocsIndex:
-    """The pool's passages as an index of their own (in memory): whole answer pages and the
-    documents of BM25's top passages, cut exactly as in the full index."""
+def _pool_index(ix: DocsIndex, pool: int) -> DocsIndex:
+    """Each question's BM25 top-`pool` passages from the whole corpus, all in one index (in memory),
+    each passage a document of its own that keeps its page's path. Every question searches all of
+    them, so the other questions' passages are its distractors."""
     sub = DocsIndex.open(Path(":memory:"), tokenizer=ix.tokenizer)
-    for sha in _pool(ix, root, pool):
-        row = ix.conn.execute("select d.name, d.path, t.kind, t.pages, t.text from documents d join texts t "
-                              "on t.sha256 = d.sha256 where d.sha256 = ? limit 1", (sha,)).fetchone()
-        sub.add(Extracted(name=row[0], path=row[1], kind=row[2], text=row[4], sha256=sha, pages=row[3],
-                          page_starts=ix.page_starts(sha)), "pool")
+    seen = set()
+    for question, _pages in QUESTIONS:
+        for h in ix.search(question, k=pool, mode="bm25"):
+            if (h.sha256, h.start) in seen:
+                continue
+            seen.add((h.sha256, h.start))
+            sub.add(Extracted(name=h.document, path=h.path, kind="text", text=h.text,
+                              sha256=hashlib.sha256(f"{h.sha256}:{h.start}".encode()).hexdigest()))
     return sub
 
 

@@ -19,7 +19,7 @@ QUESTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("How do I compile a regular expression and find every match in a string?",
      ("library/re.html", "howto/regex.html")),
     ("How can I turn a Python dictionary into a JSON string?", ("library/json.html",)),
-    ("What is the global interpreter lock?", ("glossary.html",)),
+    ("What is the global interpreter lock?", ("glossary.html", "c-api/init.html")),
     ("How do I create a virtual environment for a project?", ("library/venv.html", "tutorial/venv.html")),
     ("How do I count how many times each item appears in a list?", ("library/collections.html",)),
     ("How does the dataclass decorator generate __init__ and __repr__?", ("library/dataclasses.html",)),

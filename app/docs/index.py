@@ -302,16 +302,23 @@ class DocsIndex:
         return [(int(i), -float(s)) for i, s in rows]
 
     def _hits(self, scored: list[tuple[int, float]], collection: str | None) -> list[Hit]:
+        if not scored:
+            return []
+        marks = ",".join("?" * len(scored))
+        rows = {r[0]: r[1:] for r in self.conn.execute(
+            f"select id, sha256, where_, start, end_, text from chunks where id in ({marks})",
+            [cid for cid, _ in scored])}
+        docs: dict[str, tuple] = {}
         out = []
         for cid, score in scored:
-            c = self.conn.execute("select sha256, where_, start, end_, text from chunks where id = ?",
-                                  (cid,)).fetchone()
+            c = rows.get(cid)
             if c is None:
                 continue
-            d = self.conn.execute(
-                "select name, path, collection from documents where sha256 = ? "
-                "order by (collection = ?) desc, id limit 1", (c[0], collection or "")).fetchone()
-            d = d or ("", "", "")
+            if c[0] not in docs:
+                docs[c[0]] = self.conn.execute(
+                    "select name, path, collection from documents where sha256 = ? "
+                    "order by (collection = ?) desc, id limit 1", (c[0], collection or "")).fetchone()
+            d = docs[c[0]] or ("", "", "")
             out.append(Hit(document=d[0], sha256=c[0], where=c[1], start=c[2], end=c[3], text=c[4],
                            score=score, collection=d[2] or None, path=d[1]))
         return out
