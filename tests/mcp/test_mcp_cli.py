@@ -135,3 +135,14 @@ def test_list_without_a_usable_model_still_lists_and_says_why_tokens_are_missing
     config_path().unlink()
     r = _cli("list")
     assert r.returncode == 0 and r.stdout.startswith(f"no MCP servers in {config_path()}")
+
+
+def test_list_leaves_no_server_process_behind(tmp_path):
+    from tests.mcp.conftest import gone
+
+    pid_file = tmp_path / "child.pid"
+    _write({"parent": {**_hostile("parent"), "env": {"CHILD_PID_FILE": str(pid_file)}}})
+    r = _cli("list", "--json", "--model", str(tmp_path / "none.gguf"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["servers"][0]["status"] == "ready"
+    assert gone(int(pid_file.read_text()))  # the server's own child, after the command has exited
