@@ -61,6 +61,10 @@ class DocsWorker(QObject):
     indexed = Signal(object, object)  # IndexJob, Report
     index_failed = Signal(object, str)  # IndexJob, one line
 
+    def __init__(self, index_path: Path | None = None) -> None:
+        super().__init__()
+        self.index_path = index_path
+
     @Slot(str)
     def attach(self, path: str) -> None:
         try:
@@ -68,7 +72,18 @@ class DocsWorker(QObject):
         except Exception as e:  # noqa: BLE001 - one line in the window, whatever it was
             self.attach_failed.emit(path, one_line(e))
             return
+        self._preindex(ex)
         self.attached.emit(att, ex)
+
+    def _preindex(self, ex) -> None:
+        """Cut and index the text now, off the GUI thread: a question that must retrieve from it
+        then only searches (the index keeps a text once by hash). A failure here is the plan's to
+        say, when it needs the index."""
+        try:
+            with DocsIndex.open(self.index_path) as index:
+                index.add(ex)
+        except Exception as e:  # noqa: BLE001 - said by the turn that needs the index, if one does
+            log.warning("could not index %s ahead of its question: %s", ex.name, one_line(e))
 
     @Slot(object)
     def index(self, job: IndexJob) -> None:
@@ -93,9 +108,10 @@ class DocsService(QObject):
     _ask_attach = Signal(str)
     _ask_index = Signal(object)
 
-    def __init__(self, name: str = "llamadesk-docs", parent: QObject | None = None) -> None:
+    def __init__(self, name: str = "llamadesk-docs", parent: QObject | None = None,
+                 index_path: Path | None = None) -> None:
         super().__init__(parent)
-        self.worker = w = DocsWorker()
+        self.worker = w = DocsWorker(index_path)
         self.jobs: list[IndexJob] = []  # asked and not ended, to cancel on shutdown
         self.worker_thread = WorkerThread(
             name, w, requests=((self._ask_attach, w.attach), (self._ask_index, w.index)),
