@@ -21,13 +21,15 @@ from typing import TYPE_CHECKING
 from app.chat.tool_set import McpFunction
 from app.engine.message import MessageBody, ToolCall
 
+# What the model is told of a call turned down or stopped: the words live with the card that shows them.
+from app.rendering.tool_parts import CANCELLED as CANCELLED
+from app.rendering.tool_parts import DENIED as DENIED
+
 if TYPE_CHECKING:
     from app.mcp.approvals import Approvals
     from app.mcp.config import McpConfig
     from app.mcp.hub import CallResult
 
-DENIED = "The user denied this call."
-CANCELLED = "The user cancelled this call before it returned."
 ALLOW_ONCE, ALLOW_ALWAYS, DENY = "once", "always", "deny"  # the user's answers
 
 

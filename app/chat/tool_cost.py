@@ -45,3 +45,22 @@ def definitions_tokens(count: Callable[[str], int], definitions: list[dict]) -> 
     if not definitions:
         return 0
     return max(0, count(system_text(definitions)) - count(_SYSTEM))
+
+
+def crowding(cost: int, n_ctx: int, max_tokens: int, history_tokens: int) -> str | None:
+    """A warning before tool definitions push the conversation out of the context, or None.
+    `history_tokens`: what the conversation took at its last reply (0: none yet)."""
+    room = n_ctx - min(max_tokens, n_ctx // 2)  # what the prompt may take beside the reply's budget
+    if room <= 0 or cost <= 0:
+        return None
+    share = 100 * cost / n_ctx
+    if cost >= room:
+        return (f"The tools' definitions take {cost:,} tokens, more than the {room:,} the prompt has "
+                f"of the {n_ctx:,}-token context: turn some tools or servers off")
+    if history_tokens + cost > room:
+        return (f"The tools' definitions take {cost:,} tokens ({share:.0f}% of the context): older messages "
+                "are being left out of the prompt to make room for them")
+    if 2 * cost > room:
+        return (f"The tools' definitions take {cost:,} tokens, {share:.0f}% of the context: older messages "
+                "will be left out sooner")
+    return None

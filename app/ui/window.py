@@ -35,10 +35,12 @@ from app.ui import gc_pauses, theme
 from app.ui.batch.panel import BatchPanel
 from app.ui.batch.worker import BatchRunner, BatchTarget
 from app.ui.chat.actions_row import ActionsRow
+from app.ui.chat.approval_box import ApprovalBox
 from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Loaded
 from app.ui.chat.flow import ChatFlow
 from app.ui.chat.gauges import GaugesPanel, MachineFeed
+from app.ui.chat.mcp_runner import McpRunner
 from app.ui.chat.presets_menu import PresetsMenu
 from app.ui.chat.reply_format import ReplyFormatChooser, follow_conversations
 from app.ui.chat.setup_row import SetupRow
@@ -122,6 +124,7 @@ class MainWindow(QMainWindow):
         self.thinking = ThinkingChooser()
         self.docs = DocsChooser()
         self.tool_result = ToolResultBox()
+        self.approval = ApprovalBox()  # an MCP call put to the user, where a declared tool's result is asked
         self.actions_row = ActionsRow()
         a = self.actions_row
         self.new_button, self.regen_button, self.edit_button = a.new_button, a.regen_button, a.edit_button
@@ -152,6 +155,12 @@ class MainWindow(QMainWindow):
         follow_docs(self.docs, self.flow)
         self.composer.add_tool(self.docs)  # by the paperclip: the row above has no room at 900 px
         self.model_loaded.connect(self.documents.use_model)
+        self.mcp = McpRunner(self)  # the window's MCP servers, started by the conversations that use them
+        if self.mcp.problem:
+            self._startup_notes.append(self.mcp.problem)
+        self.flow.use_mcp(self.mcp, self.approval)
+        self.model_loaded.connect(lambda _info: self.flow.refresh_tools_cost())  # after the tokenizer's set
+        self.tools.chosen.connect(lambda _tools: self.flow.refresh_tools_cost())
         self.help_menu = HelpMenu(self, lambda: self.loaded)  # the last menu: Help goes at the end
         if self._startup_notes:
             self.bar.show_message("  ·  ".join(self._startup_notes), "warning")
@@ -176,6 +185,7 @@ class MainWindow(QMainWindow):
         col.addWidget(self.chat_area, 1)
         col.addWidget(self.actions_row)
         col.addWidget(self.tool_result)
+        col.addWidget(self.approval)
         col.addWidget(self.composer)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.history_panel)
@@ -214,7 +224,8 @@ class MainWindow(QMainWindow):
         follow_conversations(self.reply_format, self.flow, self.bar)
         follow_tools(self.tools, self.flow)
         follow_thinking(self.thinking, self.flow)
-        self.flow.tool_waiting.connect(self.tool_result.show_waiting)
+        self.flow.tool_waiting.connect(  # an MCP server's call is the approval box's, not a typed result
+            lambda calls: self.tool_result.show_waiting(self.flow.declared_waiting(calls)))
         self.tool_result.submitted.connect(self.flow.give_result)
         self.flow.busy_changed.connect(lambda _b: self._update_actions())
         self.flow.reply_finished.connect(lambda _m: self._update_actions())
@@ -222,7 +233,7 @@ class MainWindow(QMainWindow):
         self.view.copied.connect(lambda _c: self.statusBar().showMessage("Code copied", 2000))
         self.chat_area.welcome.example_chosen.connect(self.ask_example)
         for keys, what, slot in (("Ctrl+N", "Start a new conversation", self.new_chat),
-                                 ("Esc", "Stop the reply", self.flow.stop),
+                                 ("Esc", "Stop the reply", self._escape),
                                  ("Ctrl+Shift+S", "Streaming on or off", self.toggle_streaming),
                                  ("Ctrl+L", "Go to the message box", self.focus_composer),
                                  ("Ctrl+,", "Settings", self.open_settings),
@@ -349,6 +360,11 @@ class MainWindow(QMainWindow):
         self.composer.set_text(text)
         self.flow.send()
 
+    def _escape(self) -> None:
+        """Esc: an MCP call running for the conversation shown stops; else its reply does."""
+        if not self.flow.cancel_mcp_call():
+            self.flow.stop()
+
     def focus_composer(self) -> None:
         self.composer.edit.setFocus()
 
@@ -409,6 +425,7 @@ class MainWindow(QMainWindow):
             return True
         self._closing = True
         self.flow.shutdown()
+        self.mcp.close()  # every MCP server's process with it
         if self.batch_panel is not None:
             self.batch_panel.shutdown()  # before the bridge frees the weights it decodes on
         self.server_runner.stop()

@@ -8,7 +8,10 @@ conversation's first reply the panel says what will appear rather than
 drawing empty axes; lines that come and go keep their room, so the panel
 does not jump mid-reply. Every number carries its unit, and hovering one says
 what it means. Its Machine and GPU rows are fed by MachineFeed, twice a
-second, whether a reply runs or not.
+second, whether a reply runs or not. Under the KV cache, what the conversation's
+tool definitions take of every prompt, counted with the loaded model's tokenizer
+(app.chat.tool_cost): an MCP server's tools are prompt tokens before the user
+says a word, and the first reply's prefill reads them.
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ SPEC_HELP = ("Speculative decoding: guesses at the next tokens, checked by the m
 GRAMMAR_HELP = ("The reply is kept to its format (a JSON schema, any JSON, a grammar): each sampled token "
                 "is checked and, when refused, the vocabulary is masked and the token drawn again. This "
                 "is its time per generated token, part of every decode step, and its share of a step.")
+TOOLS_HELP = ("Tool definitions are written into every prompt, so the model knows what it may call: "
+              "these are their tokens, of the context. The first reply's prefill reads them; later "
+              "replies find them in the cache while the conversation's start is unchanged.")
 TIMELINE_HELP = ("Each reply of this conversation from Send: grey is the wait before the prompt was "
                  "read (brown, within it: setting up the reply's format; a model's first constrained "
                  "reply indexes its vocabulary), orange the prefill, green the decode; the last bar "
@@ -161,6 +167,21 @@ def turn_tip(t: Turn) -> str:
             f"decode {duration(t.decode_s)}")
 
 
+def tools_words(tokens: int | None, n_ctx: int, n_tools: int, counted: bool = True,
+                pending: list[str] | tuple[str, ...] = ()) -> str:
+    """'tools 3,412 tok of 8,192 (42%) · 5 definitions in every prompt', or why there is no count."""
+    later = f" · {', '.join(pending)}: once started" if pending else ""
+    if not n_tools:
+        return f"tools: none yet{later}" if pending else ""
+    defs = f"{n_tools} definition{'s' if n_tools != 1 else ''}"
+    if tokens is None:
+        why = "counted with a local model" if not counted else "not counted"
+        return f"tools: {defs} in every prompt ({why}){later}"
+    share = f" ({100 * tokens / n_ctx:.0f}%)" if n_ctx else ""
+    of = f" of {n_ctx:,}" if n_ctx else ""
+    return f"tools {tokens:,} tok{of}{share} · {defs} in every prompt{later}"
+
+
 def _rich_label(text: str = "", lines: int = 0) -> QLabel:
     """`lines`: the room it keeps however much it holds, so what follows does not move."""
     lab = QLabel(text)
@@ -202,6 +223,10 @@ class GaugesPanel(QScrollArea):
         self.kv_bar.setToolTip(KV_HELP)
         self.kv_text = _rich_label(FIRST, lines=2)
         self.kv_text.setToolTip(KV_HELP)
+        self.tools = _rich_label()
+        self.tools.setToolTip(TOOLS_HELP)
+        self.tools.hide()
+        self.tools_tokens: int | None = None  # what the conversation's tool definitions take
         self.plot = LineChart("decode (tok/s)", "seconds since first token")
         self.plot.setToolTip("The decode rate over this reply (last second of tokens), with the ceiling "
                              "this machine's memory allows.")
@@ -242,6 +267,7 @@ class GaugesPanel(QScrollArea):
         col.addWidget(_heading("KV cache", KV_HELP))
         col.addWidget(self.kv_bar)
         col.addWidget(self.kv_text)
+        col.addWidget(self.tools)
         col.addWidget(self.plot_box, 1)  # the charts take the room a tall window has
         col.addWidget(_heading("Timeline", TIMELINE_HELP))
         col.addWidget(self.timeline_box, 1)
@@ -259,6 +285,14 @@ class GaugesPanel(QScrollArea):
         # Room for the body and the scrollbar a short window shows: nothing is cut on the right.
         bar = self.verticalScrollBar().sizeHint().width()
         self.setMinimumWidth(max(260, body.minimumSizeHint().width() + bar + 2 * self.frameWidth() + 2))
+
+    def show_tools_cost(self, tokens: int | None, n_ctx: int, n_tools: int, counted: bool = True,
+                        pending: list[str] | tuple[str, ...] = ()) -> None:
+        """What the conversation's tools take of every prompt (shown only while it has tools)."""
+        self.tools_tokens = tokens if n_tools else None
+        text = tools_words(tokens, n_ctx, n_tools, counted, pending)
+        self.tools.setText(text)
+        self.tools.setVisible(bool(text))
 
     def show_machine(self, lines: tuple[str, str]) -> None:
         """The machine sampler's latest (app.engine.machine.describe)."""
@@ -390,7 +424,13 @@ class GaugesPanel(QScrollArea):
         pct = f" ({100 * used / s.n_ctx:.0f}%)" if s.n_ctx else ""
         self.kv_text.setText(
             f"{swatch(CACHED, _cached(s))} &nbsp; {swatch(NEW, f'new {s.kv_new}')} &nbsp; "
-            f"{swatch(GENERATED, f'decoded {s.kv_generated}')}<br>{used}/{s.n_ctx} tokens{pct}{_thought(s)}")
+            f"{swatch(GENERATED, f'decoded {s.kv_generated}')}<br>{used}/{s.n_ctx} tokens{pct}{_thought(s)}"
+            f"{self._tools_part(used)}")
+
+    def _tools_part(self, used: int) -> str:
+        """The prompt's share the tool definitions took, once a prompt held them."""
+        t = self.tools_tokens
+        return f" · tools {t:,} of them" if t and used >= t else ""
 
 
 class MachineFeed(QObject):
