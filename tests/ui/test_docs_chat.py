@@ -203,3 +203,23 @@ def test_a_pdf_chip_counts_its_pages_a_locked_one_is_one_line_and_a_page_is_a_so
     dlg = open_source(qtbot, win, page.n)
     assert dlg.found and "ferry to Vlieland leaves at seven fifteen" in dlg.passage()
     assert PAGES[0] not in dlg.passage()  # the passage, not the whole document
+
+
+def test_a_dozen_chips_scroll_sideways_and_the_window_keeps_its_smallest_width(qtbot, make_window, tmp_path):
+    win = make_window(small_config())
+    files = []
+    for i in range(12):
+        f = tmp_path / f"a-rather-long-document-name-{i:02}.md"
+        f.write_text(f"# Part {i}\n\nsome words of part {i}", encoding="utf-8")
+        files.append(f)
+    win.resize(900, 600)
+    win.composer.attach_paths(files)
+    qtbot.waitUntil(lambda: chips_shown(win) == 12 and not win.composer.reading, timeout=30_000)
+    qtbot.wait(100)
+    assert win.width() == 900 and win.minimumSizeHint().width() <= 900
+    chips = win.composer.chips
+    assert chips.horizontalScrollBar().maximum() > 0  # the rest are a scroll away
+    bar = chips.horizontalScrollBar()
+    assert bar.value() == bar.maximum()  # the newest scrolled into view
+    last = chips.chips[-1]
+    assert chips.viewport().rect().contains(last.mapTo(chips.viewport(), last.rect().topRight()))

@@ -11,7 +11,7 @@ goes to the message bar, so a chip always stands for text the model can read.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QToolButton, QWidget
 
 from app.engine.message import Attachment
 from app.ui.docs.turns import Pending
@@ -59,18 +59,32 @@ class Chip(QFrame):
         row.addWidget(self.close_button)
 
 
-class AttachmentChips(QWidget):
-    """The row of chips; hidden while nothing is attached."""
+class AttachmentChips(QScrollArea):
+    """The row of chips; hidden while nothing is attached. More than fit the box's width scroll
+    sideways: in a plain row, a dozen chips widened the window past its smallest width."""
 
     changed = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.chips: list[Chip] = []
-        self.row = QHBoxLayout(self)
+        inner = QWidget()
+        self.row = QHBoxLayout(inner)
         self.row.setContentsMargins(0, 0, 0, 2)
         self.row.setSpacing(4)
         self.row.addStretch(1)
+        self.setWidget(inner)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        probe = Chip(Pending(Attachment("x", "", "text"), ""))
+        bar = self.horizontalScrollBar().sizeHint().height()
+        self.setFixedHeight(probe.sizeHint().height() + 2 + bar)  # room for the bar when it shows
+        probe.deleteLater()
+        # The newest chip in view: the row's end, once the new chip has widened it.
+        sb = self.horizontalScrollBar()
+        sb.rangeChanged.connect(lambda _lo, hi: sb.setValue(hi))
         self.setVisible(False)
 
     @property
