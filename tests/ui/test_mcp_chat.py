@@ -6,12 +6,14 @@ Real model, real servers over stdio, real SQLite, real widgets."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from PySide6.QtCore import Qt
 
@@ -19,6 +21,7 @@ from app.chat.mcp_calls import CANCELLED, DENIED
 from app.chat.tool_cost import definitions_tokens
 from app.chat.tool_set import make_tool_set
 from app.history.store import Store
+from tests.mcp.conftest import descendants
 from tests.ui.conftest import small_config
 
 TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
@@ -64,6 +67,15 @@ def answer_every_call(qtbot, win, button, timeout: int = 180_000) -> int:
 
     qtbot.waitUntil(step, timeout=timeout)
     return times
+
+
+def time_servers() -> list:
+    found = []
+    for p in descendants():
+        with contextlib.suppress(psutil.Error):
+            if "mcp-server-time" in " ".join(p.cmdline()):
+                found.append(p)
+    return found
 
 
 def tool_messages(win):
@@ -146,6 +158,9 @@ def test_a_denied_call_is_answered_and_shown_as_denied(qtbot, time_window):
     assert all(m.content == DENIED and m.tool_server == "time" for m in results)
     assert re.search(r"Call of \w+ on MCP server time: denied", shown(win))
     assert win.flow.conversation.messages[-1].role == "assistant"  # the model was asked again
+    assert time_servers()  # it ran
+    win.close()  # the window's hub stops its servers: no process outlives it
+    assert not time_servers()
 
 
 def test_esc_cancels_a_call_that_never_returns(qtbot, make_window):
