@@ -64,6 +64,7 @@ from app.ui.server.panel import ServerPanel
 from app.ui.server.runner import ServerRunner
 from app.ui.server.switch import ServeSwitch
 from app.ui.settings.dialog import SettingsDialog
+from app.ui.settings.mcp_page import loaded_counter
 from app.ui.widgets import tooltips
 from app.ui.widgets.message_bar import MessageBar
 
@@ -159,6 +160,7 @@ class MainWindow(QMainWindow):
         if self.mcp.problem:
             self._startup_notes.append(self.mcp.problem)
         self.flow.use_mcp(self.mcp, self.approval)
+        self.tools.set_mcp(self.mcp)  # the Tools menu's servers show their status
         self.model_loaded.connect(lambda _info: self.flow.refresh_tools_cost())  # after the tokenizer's set
         self.tools.chosen.connect(lambda _tools: self.flow.refresh_tools_cost())
         self.help_menu = HelpMenu(self, lambda: self.loaded)  # the last menu: Help goes at the end
@@ -320,7 +322,8 @@ class MainWindow(QMainWindow):
         self.set_streaming(not self.config.streaming)
 
     def open_settings(self) -> None:
-        dlg = SettingsDialog(self.config, self, report=self.load_report)
+        dlg = SettingsDialog(self.config, self, report=self.load_report, mcp=self.mcp,
+                             count_tokens=loaded_counter(self.loaded))
         if dlg.exec() and dlg.result_config is not None:
             self.apply_settings(dlg.result_config)
 
