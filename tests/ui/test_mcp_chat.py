@@ -22,7 +22,7 @@ from app.chat.tool_cost import definitions_tokens
 from app.chat.tool_set import make_tool_set
 from app.history.store import Store
 from tests.mcp.conftest import descendants
-from tests.ui.conftest import small_config
+from tests.ui.conftest import seed, small_config
 
 TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
 HOSTILE = Path(__file__).resolve().parents[1] / "mcp" / "servers" / "hostile.py"
@@ -190,3 +190,19 @@ def test_a_server_that_fails_to_start_is_one_line_and_the_turn_goes_on(qtbot, ma
     line = win.bar.text()
     assert line.startswith("MCP server broken: ") and "\n" not in line and "goes on without" in line
     assert win.flow.conversation.messages[-1].content.strip() and not win.approval.isVisible()
+
+
+def test_a_regeneration_in_a_reopened_conversation_starts_its_servers(qtbot, make_window):
+    write_mcp({"time": {"command": str(TIME_SERVER), "args": []}})
+    cid = seed(QUESTION, "Let me check.")
+    with Store.open() as s:
+        s.set_tools(cid, make_tool_set((), (), "auto", mcp=["time"]).to_json())
+    win = make_window(small_config(max_tokens=8))
+    win.history.open(cid)
+    assert win.flow.conversation.tools.mcp == ("time",) and win.mcp.states()["time"].status == "stopped"
+    with qtbot.waitSignal(win.flow.reply_finished, timeout=60_000):
+        assert win.flow.regenerate()
+        assert win.bar.text().startswith("Starting MCP server time: this reply goes without their tools")
+    qtbot.waitUntil(lambda: win.mcp.states()["time"].status == "ready", timeout=30_000)
+    assert not win.flow.conversation.messages[-1].tool_calls  # it went as text
+    assert win.flow._tools_starting() is False  # started: the next question goes at once, with the tools

@@ -65,6 +65,7 @@ class _McpCalls:
 class _Starting:
     conv: LiveConversation
     line: str  # what the bar says meanwhile, taken back once they have answered
+    send: bool  # the message in the box goes once they have answered
     token: object = field(default_factory=object)
 
 
@@ -117,6 +118,8 @@ class ToolTurns:
             self._drop_mcp_calls(conv)  # a new question: a call still waiting is left unanswered
         if conv.tools.mcp and self.mcp_runner is not None:
             runner = self.mcp_runner
+            if round_no == 0 and conv.tools.active:  # a regeneration in a conversation just opened
+                self._start_servers(conv, send=False)
             conv.tools = conv.tools.with_mcp(runner.states(), runner.config)
         if round_no == 0:
             self._warn_tools_cost(conv)
@@ -223,17 +226,24 @@ class ToolTurns:
         if runner is None or not conv.tools.active or not conv.tools.mcp or self._started_once:
             return False
         if self._starting is not None:
+            self._starting.send = self._starting.conv is conv
             self.bar.show_message("The MCP servers are still starting: your message goes once they answer "
                                   "(it is kept).", "info")
             return True
-        states = runner.states()
+        return self._start_servers(conv, send=True)
+
+    def _start_servers(self, conv: LiveConversation, send: bool) -> bool:
+        """Start the conversation's servers that have not started (False: none to start)."""
+        runner, states = self.mcp_runner, self.mcp_runner.states()
         todo = [n for n in conv.tools.mcp if (cfg := runner.config.get(n)) is not None and cfg.enabled
                 and (states.get(n) is None or states[n].status in ("stopped", "starting"))]
-        if not todo:
+        if not todo or self._starting is not None:
             return False
         plural = "s" if len(todo) > 1 else ""
-        self._starting = _Starting(conv, f"Starting MCP server{plural} {', '.join(todo)}…")
-        self.bar.show_message(self._starting.line, "info")
+        line = f"Starting MCP server{plural} {', '.join(todo)}"
+        line += "…" if send else ": this reply goes without their tools, the next has them"
+        self._starting = _Starting(conv, line, send)
+        self.bar.show_message(line, "info")
         runner.ensure(todo, self._starting.token)
         return True
 
@@ -260,7 +270,7 @@ class ToolTurns:
         else:
             self.bar.withdraw(starting.line)
         self.refresh_tools_cost()
-        if conv is self.conversation and not self.busy:
+        if starting.send and conv is self.conversation and not self.busy:
             self._started_once = True
             try:
                 self.send()
