@@ -374,7 +374,7 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
             sys.stdout.write("\n")
         else:
             if not streaming:
-                _print_replies(replies, results, thinking if args.no_stream else None)
+                _print_replies(replies, results, thinking if args.no_stream else None, tools)
             sys.stdout.write("\n")
             ask_docs.print_sources(args)
             sys.stdout.flush()
@@ -482,10 +482,10 @@ def _calls_json(replies: list[Reply], results: list[Result]) -> list[dict]:
 
 
 def _print_replies(replies: list[Reply], results: list[Result],
-                   thinking: ThinkingPrinter | None = None) -> None:
-    """The turn as it happened: each call as the tool's name and its arguments, each result
-    under the tool's name, and the text the model wrote (with --no-stream, each reply's thinking
-    first, on stderr)."""
+                   thinking: ThinkingPrinter | None = None, tools: ToolSet | None = None) -> None:
+    """The turn as it happened: each call as the tool's name (and its MCP server) and its
+    arguments, each result under the tool's name, and the text the model wrote (with --no-stream,
+    each reply's thinking first, on stderr)."""
     got = {c.id: text for c, text in results}
     for r in replies:
         if thinking is not None:
@@ -494,7 +494,8 @@ def _print_replies(replies: list[Reply], results: list[Result],
         if r.text:
             sys.stdout.write(r.text + ("\n" if r.tool_calls else ""))
         for c in r.tool_calls:
-            sys.stdout.write(f"→ tool call: {c.name}\n")
+            server = ask_mcp.server_of(tools, c) if tools is not None else None
+            sys.stdout.write(f"→ tool call: {c.name}" + (f" (MCP server {server})" if server else "") + "\n")
             sys.stdout.write("".join(f"    {line}\n" for line in pretty_arguments(c.arguments).splitlines()))
             if c.id in got:
                 sys.stdout.write(f"← {c.name} returned:\n")

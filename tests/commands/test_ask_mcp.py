@@ -101,3 +101,14 @@ def test_an_unknown_server_is_one_line(model_path, time_server):
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     line = one_line_error(r)
     assert "--mcp clock: there is no such server" in line and "(time)" in line
+
+
+def test_the_printed_turn_names_the_server(model_path, time_server):
+    cmd = [sys.executable, "-m", "app", "ask", "What time is it in Tokyo?", "--mcp", "time", "--allow-tools",
+           "time/get_current_time", "--tool-choice", "get_current_time", "--no-save",
+           "--model", str(model_path), "--ctx", "2048", "--temperature", "0", "--max-tokens", "48"]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, start_new_session=True,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert "→ tool call: get_current_time (MCP server time)\n" in r.stdout
+    assert '← get_current_time returned:\n    {\n      "timezone": ' in r.stdout  # the server's JSON
