@@ -21,6 +21,7 @@ from app.chat.mcp_calls import CANCELLED, DENIED
 from app.chat.tool_cost import definitions_tokens
 from app.chat.tool_set import make_tool_set
 from app.history.store import Store
+from app.mcp.approvals import Approvals
 from tests.mcp.conftest import descendants
 from tests.ui.conftest import seed, small_config
 
@@ -145,6 +146,8 @@ def test_always_allow_is_kept_and_not_asked_again(qtbot, time_window):
     answer_every_call(qtbot, win, lambda: win.approval.allow_once)
     ran = [m for m in tool_messages(win) if m.tool_name == tool]
     assert ran and all(m.content not in (DENIED, CANCELLED) for m in ran)
+    Approvals.load().revoke("time", tool)  # as Settings > Tools does: the window asks again
+    assert not win.mcp.approvals.allowed("time", tool)
 
 
 def test_a_denied_call_is_answered_and_shown_as_denied(qtbot, time_window):

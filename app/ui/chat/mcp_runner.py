@@ -33,7 +33,6 @@ class McpRunner(QObject):
 
     def __init__(self, parent=None, config=None):
         super().__init__(parent)
-        from app.mcp.approvals import Approvals
         from app.mcp.config import McpConfig, load_config
 
         self.problem: str | None = None  # why mcp.json could not be used, one line
@@ -43,10 +42,17 @@ class McpRunner(QObject):
             except LlamaDeskError as e:
                 self.problem, config = str(e), McpConfig()
         self.config = config
-        self.approvals = Approvals.load()
         self._hub = None
         self._calls: dict[object, Future] = {}  # token -> the hub's future, while it runs
         self._closed = False
+
+    @property
+    def approvals(self):
+        """The "Always allow" decisions as the file has them now: a revoke in Settings, or an
+        `ask` in a terminal meanwhile, counts at the next call."""
+        from app.mcp.approvals import Approvals
+
+        return Approvals.load()
 
     @property
     def hub(self):
