@@ -49,19 +49,19 @@ from app.chat.recorder import SAVE_EVERY_S, Turn, TurnRecorder
 from app.chat.reply import Reply
 from app.chat.reply_format import ReplyFormat, reply_kind
 from app.chat.tool_set import ToolSet
-from app.engine.events import ReasoningDelta, TextDelta
 from app.engine.message import DocsUse
 from app.engine.sampling import GenerationSettings
 from app.engine.utilization import Limits
 from app.errors import LlamaDeskError
 from app.history.messages import AT_LEAF
-from app.history.records import INTERRUPTED
 from app.ui.chat.attachment_chips import Pending
 from app.ui.chat.composer import Composer
 from app.ui.chat.engine_thread import EngineBridge, Job
 from app.ui.chat.gauges import GaugesPanel
-from app.ui.chat.thinking import LiveThinking
+from app.ui.chat.live_frames import LiveFrames
+from app.ui.chat.running import Running
 from app.ui.chat.tool_turns import ToolTurns
+from app.ui.chat.turn_failures import TurnFailures
 from app.ui.chat.view import ChatView
 from app.ui.docs.turns import DocTurns, new_documents
 from app.ui.widgets.message_bar import MessageBar
@@ -72,26 +72,7 @@ JSON_FENCE = "```json\n"  # a JSON reply's live text opens its code box (JSON ha
 OPEN_GENERATING = "open-generating"  # the message bar's key: open the conversation whose reply runs
 
 
-class _Running:
-    """The reply being generated, with the conversation it belongs to (shown or not)."""
-
-    def __init__(self, job: Job, conversation: LiveConversation, turn: Turn | None, gauges: LiveGauges,
-                 opening: str) -> None:
-        self.job, self.conversation, self.turn, self.gauges = job, conversation, turn, gauges
-        self.opening = opening  # what its live text starts with (JSON_FENCE for a JSON reply)
-        self.parts: list[str] = []
-        self.painted = 0  # how many of `parts` the view shows (0 again once it shows another conversation)
-        self.thinking = LiveThinking()  # a thinking model's reasoning, before its answer
-        self.replaces: LiveMessage | None = None  # a regeneration: the reply it is written beside
-        self.docs: DocsUse | None = None  # the documents the reply is given, and its sources
-        self.pending: list[Pending] = []  # the chips sent with its question (back to the box if it fails)
-
-    @property
-    def title(self) -> str:
-        return self.conversation.title or "a new conversation"
-
-
-class ChatFlow(ToolTurns, DocTurns, QObject):
+class ChatFlow(ToolTurns, DocTurns, TurnFailures, LiveFrames, QObject):
     reply_started = Signal()
     reply_finished = Signal(object)  # the assistant LiveMessage
     reply_failed = Signal(str)
@@ -115,7 +96,7 @@ class ChatFlow(ToolTurns, DocTurns, QObject):
         self.measure = None  # the local model's prompt, measured as its engine renders it (documents)
         self.index_path = None  # the documents' index (None: the default docs.db)
         self._prepared = False  # the loaded model's vocabulary was indexed for constrained replies
-        self._run: _Running | None = None
+        self._run: Running | None = None
         # The question an edit took out of the path shown: the edited one is sent beside it (the
         # store keeps it and what followed it as a branch; nothing is removed).
         self._replacing: LiveMessage | None = None
@@ -408,7 +389,7 @@ class ChatFlow(ToolTurns, DocTurns, QObject):
         shown = conv is self.conversation
         gauges = self.gauges if shown else self._fresh_gauges(conv)
         opening = JSON_FENCE if reply_kind(settings.constraint) or job.tools is not None else ""
-        self._run = _Running(job, conv, turn, gauges, opening)
+        self._run = Running(job, conv, turn, gauges, opening)
         gauges.start(time.perf_counter(), settings.max_tokens, self.n_ctx, streaming=self._streaming(),
                      constrained=settings.constraint is not None, think_budget=settings.think_budget)
         if shown:
@@ -422,52 +403,6 @@ class ChatFlow(ToolTurns, DocTurns, QObject):
         self._refresh_gauges()
         self.generating_changed.emit(conv.id)
         self.reply_started.emit()
-
-    def _on_event(self, job_id: int, ev) -> None:
-        run = self._run
-        if run is None or job_id != run.job.id:
-            return
-        run.gauges.feed(ev, time.perf_counter())
-        if isinstance(ev, TextDelta):
-            run.thinking.feed_answer(ev.t)
-            run.parts.append(ev.text)
-        elif isinstance(ev, ReasoningDelta):
-            run.thinking.feed_reasoning(ev.text, ev.t, ev.generated)
-
-    def _paint_frame(self) -> None:
-        run = self._run
-        if run is None or not self.busy or not self._streaming():
-            return
-        think = run.thinking
-        if think.started and not think.folded:
-            if think.t_answer is None:
-                line, new = think.clock(time.perf_counter()), think.unpainted()
-                if new or line != think.line:  # a frame with nothing new paints nothing
-                    self.view.live_think(line, new)
-                    think.line = line
-                return
-            self.view.fold_thinking(think.folded_line())
-            think.folded = True
-        if run.painted < len(run.parts):
-            opening = run.opening if run.painted == 0 else ""
-            self.view.live_append(opening + "".join(run.parts[run.painted:]))
-            run.painted = len(run.parts)
-
-    def _waiting_line(self, elapsed: float) -> str:
-        reading = self.gauges.prompt_progress()  # the prompt's own count while it is read
-        if reading is not None:
-            return f"reading the prompt… {elapsed:.1f} s · {reading}"
-        if self.gauges.preparing:
-            return f"{self.gauges.preparing}… {elapsed:.1f} s"
-        if self._streaming():
-            return f"waiting for the first token… {elapsed:.1f} s"
-        return f"generating the full reply… {elapsed:.1f} s · {self.gauges.generated} tokens"
-
-    def _refresh_gauges(self) -> None:
-        snap = self.gauges.snapshot(time.perf_counter())
-        self.panel.show_snapshot(snap)
-        if self.busy and not (self._streaming() and self._run.parts):
-            self.view.live_status(self._waiting_line(snap.elapsed_s))
 
     def _current(self, job: Job) -> bool:
         self.bridge.job_done(job)
@@ -504,7 +439,7 @@ class ChatFlow(ToolTurns, DocTurns, QObject):
         if reply.tool_calls:
             self._after_calls(conv, reply.tool_calls)
 
-    def _finish_gauges(self, run: _Running, stats) -> None:
+    def _finish_gauges(self, run: Running, stats) -> None:
         now = time.perf_counter()
         if stats is not None:
             run.gauges.finish(stats, now)
@@ -512,67 +447,6 @@ class ChatFlow(ToolTurns, DocTurns, QObject):
             run.gauges.fail(now)
         if run.gauges is not self.gauges:  # the panel keeps the model's last prefill rate
             self.gauges.gflop_s = run.gauges.gflop_s
-
-    def _on_failed(self, job: Job, message: str, overflow: bool) -> None:
-        if self._current(job):
-            self._fail(message, overflow, None)
-
-    def _fail(self, message: str, overflow: bool, reply: Reply | None, level: str = "error") -> None:
-        """The one failure policy: text the user saw stays (interrupted); with none, the
-        question goes back in the box, since nothing of the turn was answered. A question asked
-        in a conversation not shown now stays in it instead: the box holds another's text."""
-        run = self._run
-        conv, shown = run.conversation, self.busy
-        where = "" if shown else f"In «{run.title}»: "
-        text = reply.text if reply is not None else "".join(run.parts)
-        thought = reply.reasoning if reply is not None else run.thinking.text()
-        stats = reply.stats if reply is not None else None
-        kind = "Context overflow: " if overflow else ("Error: " if level == "error" else "")
-        if text or thought:  # stopped while thinking: the reasoning is kept as the reply so far
-            msg = LiveMessage("assistant", text, stats=stats, state=INTERRUPTED,
-                              format=reply_kind(run.job.settings.constraint), reasoning=thought,
-                              docs=run.docs)
-            conv.messages.append(msg)
-            if self.recorder is not None and self.recorder.abandon(run.turn, text, stats=stats,
-                                                                   reasoning=msg.reasoning or None,
-                                                                   docs=run.docs):
-                msg.id = run.turn.reply_message_id
-                if run.replaces is not None:
-                    msg.alternatives = run.replaces.branched(msg.id)
-            if shown:
-                self.view.end_live(msg)
-            self._finish_gauges(run, stats)
-            self._end_job()
-            self.bar.show_message(where + kind + message + " (the reply so far is kept)", level)
-            self.reply_failed.emit(message)
-            return
-        asked = run.job.user_text is not None and run.replaces is None  # a regeneration asks nothing new
-        if run.replaces is not None:  # the earlier reply is shown again: it is what stands
-            conv.messages.append(run.replaces)
-            if shown:
-                self.view.add_message(run.replaces)
-        if self.recorder is not None:
-            self.recorder.abandon(run.turn, "", keep_question=not shown)
-            if shown and asked and run.turn is not None and run.turn.created:
-                conv.id = None  # the store dropped the conversation it began
-        if not shown or not asked:  # after tool results they stay; elsewhere, so does the question
-            self._finish_gauges(run, None)
-            self._end_job()
-            hint = " (the question is kept there: Edit last takes it back)" if asked else ""
-            self.bar.show_message(where + kind + message + hint, level)
-            self.reply_failed.emit(message)
-            return
-        got = conv.take_last_exchange()
-        question = got[0] if got else ""
-        self.view.truncate(len(conv.messages))
-        typed = self.composer.text()
-        self.composer.set_text(question + ("\n" + typed if typed.strip() else ""))
-        self.composer.chips.give_back(run.pending)  # its attachments are chips again
-        self._finish_gauges(run, None)
-        self._end_job()
-        hint = " (your message is back in the box)" if question else ""
-        self.bar.show_message(kind + message + hint, level)
-        self.reply_failed.emit(message)
 
     def _save_progress(self) -> None:
         run = self._run
