@@ -130,7 +130,8 @@ V6 = [
 # user row's `attachments` is a JSON list of the documents given with it (app.engine.message
 # Attachment), whose extracted text is kept once per hash in `documents`, so a conversation reopens
 # with the words the model read; an assistant row's `docs` is a JSON DocsUse: whole or retrieved,
-# and the numbered sources it was given. NULL: none, which every earlier message is.
+# and the numbered sources it was given. NULL: none, which every earlier message is. A text no
+# message attaches any more is deleted with the last one that did (documents_gc).
 V7 = [
     "ALTER TABLE messages ADD COLUMN tool_server TEXT",
     "ALTER TABLE messages ADD COLUMN attachments TEXT",
@@ -144,6 +145,15 @@ V7 = [
         page_starts TEXT,
         created_at REAL NOT NULL
     )""",
+    # A document's text goes with the last message that attached it (a deleted branch, a purged
+    # or discarded conversation, whose messages cascade): what a user deleted is not kept.
+    """CREATE TRIGGER documents_gc AFTER DELETE ON messages WHEN old.attachments IS NOT NULL BEGIN
+        DELETE FROM documents
+        WHERE sha256 IN (SELECT json_extract(value, '$.sha256') FROM json_each(old.attachments))
+        AND NOT EXISTS (SELECT 1 FROM messages m, json_each(m.attachments) j
+                        WHERE m.attachments IS NOT NULL
+                        AND json_extract(j.value, '$.sha256') = documents.sha256);
+    END""",
 ]
 
 STEPS = [V1, V2, V3, V4, V5, V6, V7]

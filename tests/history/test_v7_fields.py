@@ -43,3 +43,32 @@ def test_a_v6_file_migrates_to_v7(tmp_path):
     assert conn.execute("PRAGMA user_version").fetchone()[0] == migrations.CURRENT >= 7
     assert conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
     conn.close()
+
+
+def test_a_documents_text_goes_with_the_last_message_that_attached_it(tmp_path):
+    """What a user deleted is not kept: a branch deleted, a conversation purged or discarded
+    takes its attachments' texts with it, unless another message still attaches them."""
+    import hashlib
+
+    from app.history.documents import StoredDocument
+
+    def doc(text: str) -> tuple[StoredDocument, Attachment]:
+        sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return (StoredDocument(sha, "n.md", "markdown", 0, text, ()),
+                Attachment("n.md", sha, "markdown", chars=len(text)))
+
+    (shared, shared_att), (own, own_att) = doc("kept while attached"), doc("only in branch two")
+    with Store.open(tmp_path / "h.db") as s:
+        one, two = s.create_conversation("one"), s.create_conversation("two")
+        for d in (shared, own):
+            s.put_document(d)
+        s.add_message(one, "user", "q", attachments=[shared_att])
+        q2 = s.add_message(two, "user", "q", attachments=[shared_att, own_att])
+        s.add_message(two, "assistant", "a")
+        s.delete_branch(two, q2)
+        assert s.document(own.sha256) is None, "the branch that alone attached it is gone"
+        assert s.document(shared.sha256) is not None, "conversation one still attaches it"
+        s.delete_conversation(one)
+        assert s.document(shared.sha256) is not None, "a deletion can be undone until purged"
+        s.purge_deleted()
+        assert s.document(shared.sha256) is None
