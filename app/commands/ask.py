@@ -39,6 +39,7 @@ from app.chat.reply_format import ReplyFormat, ReplyFormatError
 from app.chat.tool_loop import Result, follow
 from app.chat.tool_set import CHOICES, ToolSet, ToolSetError, declared_tools, make_tool_set, read_tools_text
 from app.commands import ask_docs, ask_mcp
+from app.commands.ask_output import calls_json, print_replies
 from app.commands.common import (
     add_endpoint_args,
     add_model_args,
@@ -62,7 +63,6 @@ from app.history.records import StoredConversation, StoredMessage
 from app.history.store import Store
 from app.remote.endpoint import Endpoint
 from app.remote.errors import RemoteError
-from app.rendering.tool_parts import pretty_arguments
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -364,7 +364,7 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
             out = {"text": reply.text, "reasoning": reply.reasoning, "model": report.model_path,
                    "runs_on": report.runs_on, "stats": reply.stats.to_json(), "conversation": conv_id}
             if tools.active or len(replies) > 1 or any(r.tool_calls for r in replies):
-                out["tool_calls"] = ask_mcp.with_servers(_calls_json(replies, results), tools)
+                out["tool_calls"] = ask_mcp.with_servers(calls_json(replies, results), tools)
                 out["waiting_for"] = [c.name for c in left]
                 out["rounds"] = [{"text": r.text, "reasoning": r.reasoning,
                                   "tool_calls": [c.id for c in r.tool_calls],
@@ -374,7 +374,7 @@ def _ask(args: argparse.Namespace, settings, store: Store | None, endpoint: Endp
             sys.stdout.write("\n")
         else:
             if not streaming:
-                _print_replies(replies, results, thinking if args.no_stream else None, tools)
+                print_replies(replies, results, thinking if args.no_stream else None, tools)
             sys.stdout.write("\n")
             ask_docs.print_sources(args)
             sys.stdout.flush()
@@ -465,38 +465,3 @@ def _answer(args, engine, store: Store | None, history: list[MessageBody], syste
 
 class _Stopped(Exception):
     """Ctrl+C between the rounds of a turn with tools."""
-
-
-def _calls_json(replies: list[Reply], results: list[Result]) -> list[dict]:
-    """Every call of the turn with its arguments (parsed when they are JSON) and its result."""
-    got = {c.id: text for c, text in results}
-    out = []
-    for r in replies:
-        for c in r.tool_calls:
-            try:
-                args = json.loads(c.arguments)
-            except ValueError:
-                args = c.arguments
-            out.append({"id": c.id, "name": c.name, "arguments": args, "result": got.get(c.id)})
-    return out
-
-
-def _print_replies(replies: list[Reply], results: list[Result],
-                   thinking: ThinkingPrinter | None = None, tools: ToolSet | None = None) -> None:
-    """The turn as it happened: each call as the tool's name (and its MCP server) and its
-    arguments, each result under the tool's name, and the text the model wrote (with --no-stream,
-    each reply's thinking first, on stderr)."""
-    got = {c.id: text for c, text in results}
-    for r in replies:
-        if thinking is not None:
-            sys.stdout.flush()  # stdout and stderr in the order they were written, on one terminal
-            thinking.whole(r.reasoning)
-        if r.text:
-            sys.stdout.write(r.text + ("\n" if r.tool_calls else ""))
-        for c in r.tool_calls:
-            server = ask_mcp.server_of(tools, c) if tools is not None else None
-            sys.stdout.write(f"→ tool call: {c.name}" + (f" (MCP server {server})" if server else "") + "\n")
-            sys.stdout.write("".join(f"    {line}\n" for line in pretty_arguments(c.arguments).splitlines()))
-            if c.id in got:
-                sys.stdout.write(f"← {c.name} returned:\n")
-                sys.stdout.write("".join(f"    {line}\n" for line in got[c.id].splitlines()))

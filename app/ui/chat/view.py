@@ -34,13 +34,12 @@ from PySide6.QtGui import (
     QTextFrameFormat,
     QTextTable,
 )
-from PySide6.QtWidgets import QTextBrowser
 
 from app.chat.conversation import LiveMessage
 from app.engine.message import Source
 from app.rendering.markdown_html import typed_segments
 from app.ui.chat.attachment_chips import describe
-from app.ui.chat.composer import local_paths
+from app.ui.chat.file_drops import FileDropBrowser
 from app.ui.chat.live_markdown import LINE_BREAK, LiveBlocks
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_format import (
@@ -62,12 +61,11 @@ FOLLOW_SLACK_PX = 12  # this close to the bottom counts as "at the bottom"
 CODE_PLACEHOLDER = "\u200b"  # stands in an open code box's cell until its text replaces it
 
 
-class ChatView(QTextBrowser):
+class ChatView(FileDropBrowser):
     copied = Signal(str)
     message_action = Signal(str, int)  # "show", "edit", "fork" or "delete", and the message's id
     restyled = Signal()  # the palette changed: what is drawn holds the old colours
     source_clicked = Signal(object)  # a reply's numbered Source, to show in its document
-    files_dropped = Signal(list)  # local paths dropped on the transcript: the composer attaches them
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -438,27 +436,6 @@ class ChatView(QTextBrowser):
         self._live_code = None
         self._live = False
         self._live_thinking = False
-
-    # -- files dropped on the transcript go to the composer -----------------
-    def dragEnterEvent(self, ev) -> None:
-        if local_paths(ev.mimeData()):
-            ev.acceptProposedAction()
-        else:
-            super().dragEnterEvent(ev)
-
-    def dragMoveEvent(self, ev) -> None:
-        if local_paths(ev.mimeData()):
-            ev.acceptProposedAction()
-        else:
-            super().dragMoveEvent(ev)
-
-    def dropEvent(self, ev) -> None:
-        paths = local_paths(ev.mimeData())
-        if paths:
-            ev.acceptProposedAction()
-            self.files_dropped.emit(paths)
-        else:
-            super().dropEvent(ev)
 
     def paintEvent(self, ev) -> None:
         if self.paint_log is None:
