@@ -9,10 +9,15 @@
 #
 # The tests run llama-server as a real remote engine and llama-bench as the C++
 # ceiling; they find the binaries through LLAMADESK_LLAMA_TOOLS or this cache:
-#   ${XDG_CACHE_HOME:-~/.cache}/llamadesk/llama-tools/<version>-<cpu>/bin
-# keyed by the llama-cpp-python version and a hash of the CPU's feature flags
-# (GGML_NATIVE tunes the binaries to this CPU). The first build takes ~25-30 min
-# on 2 cores; later runs cost nothing.
+#   ${XDG_CACHE_HOME:-~/.cache}/llamadesk/llama-tools/<version>-<cpu>-<fixes>/bin
+# keyed by the llama-cpp-python version, a hash of the CPU's feature flags
+# (GGML_NATIVE tunes the binaries to this CPU) and the tag of LlamaDesk's fixes to
+# the sources (packaging/llama_patches.py). The first build takes ~25-30 min on
+# 2 cores; later runs cost nothing.
+#
+# The same folder holds libllama and ggml's libraries with the fixes (RUNPATH
+# $ORIGIN): on a CPU with AMX the engine loads them instead of pip's unpatched
+# build (app/engine/library_choice.py), so the AMX kernels run in the app too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +36,8 @@ fail() { echo "build-llama-tools.sh: $*" >&2; exit 2; }
 version=$(llama_version) \
   || fail "llama-cpp-python is not installed for $py: run the README's install command first"
 cpu=$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m) | cksum | cut -d' ' -f1)
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/llamadesk/llama-tools/$version-$cpu"
+fixes=$("$py" packaging/llama_patches.py --id)
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/llamadesk/llama-tools/$version-$cpu-$fixes"
 tools=(llama-server llama-bench llama-batched-bench llama-quantize)
 
 have_all() { for t in "${tools[@]}"; do [ -x "$cache/bin/$t" ] || return 1; done; }
@@ -43,12 +49,13 @@ echo "build-llama-tools.sh: llama.cpp from llama-cpp-python $version, ${tools[*]
 build_prelude "$work" "$version"
 start=$(date +%s)
 "$cmake" -S "$src" -B "$work/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON >&2
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON \
+  -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN' >&2
 "$cmake" --build "$work/build" -j "$jobs" --target "${tools[@]}" >&2
-# The binaries carry an absolute RUNPATH to the build tree, which is deleted:
-# run them with LD_LIBRARY_PATH set to the cached bin folder (its .so files).
+# RUNPATH $ORIGIN: the tools and libllama find ggml's libraries beside them.
 mkdir -p "$cache.new"
 cp -a "$work/build/bin" "$cache.new/bin"
+"$py" packaging/llama_patches.py --mark "$cache.new/bin"
 rm -rf "$cache" && mv "$cache.new" "$cache" && rm -rf "$work"
 echo "build-llama-tools.sh: built in $(( $(date +%s) - start )) s" >&2
 have_all || fail "the build finished without ${tools[*]}"

@@ -12,7 +12,8 @@ llama_version() {
 
 # build_prelude WORKDIR VERSION: what build-llama-tools.sh and build-vulkan.sh both need before
 # CMake: a C++ compiler, CMake (pip's, when the system has none) and Ninja where there is one,
-# and llama.cpp's sources as vendored in that llama-cpp-python sdist (the engine's own commit).
+# and llama.cpp's sources as vendored in that llama-cpp-python sdist (the engine's own commit),
+# with LlamaDesk's fixes applied (packaging/llama_patches.py, the one place they are made).
 # Sets cmake, gen (the generator arguments) and src; calls fail() when it cannot.
 build_prelude() {
   local work=$1 version=$2
@@ -30,4 +31,5 @@ build_prelude() {
     || fail "could not fetch the llama-cpp-python $version sources from PyPI"
   tar xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
   src=$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)
+  "$py" packaging/llama_patches.py "$src" || fail "could not apply packaging/llama_patches.py"
 }

@@ -10,6 +10,10 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+# Before any test imports llama_cpp: the engine chooses its llama.cpp build (the fixed AMX build
+# where this CPU needs it), and the tests run on the one the app runs on.
+import app.engine  # noqa: F401
+
 XDG_VARS = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
 
 

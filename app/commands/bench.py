@@ -63,6 +63,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                       help="index Python's HTML documentation (Debian's python3-doc, or --docs-dir): index "
                            "time, size, BM25 latency, recall@5 and MRR on 32 questions for BM25, the bundled "
                            "model's vectors and hybrid, and the prefill cost of the top-5 passages")
+    mode.add_argument("--kernels", action="store_true",
+                      help="this CPU's llama.cpp builds side by side (pip's without repacking, the AMX-free "
+                           "repacked build, the fixed AMX build), the engine's figures beside llama-bench's: "
+                           "pp512, tg128 at 1 and 2 threads, batch 32 x 64, a 9-row check, TTFT of 2,000 "
+                           "tokens")
     p.add_argument("--docs-dir", metavar="DIR", help="with --docs: the folder to index "
                                                      "(default /usr/share/doc/python3/html)")
     p.add_argument("--docs-pool", type=int, default=10, metavar="N",
@@ -142,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
         from app.bench.branches import table
 
         print(table(result))
+    elif args.kernels and not args.json:
+        from app.bench.kernels import table as kernels_table
+
+        print(kernels_table(result))
     elif args.json:
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")
@@ -167,7 +176,7 @@ def _bench(args: argparse.Namespace) -> dict:
                               not args.no_vectors, args.rounds, args.tokenizer)
     if endpoint is not None:
         if (args.store or args.batch or args.quality or args.cold_start or args.gui or args.fit
-                or args.structured or args.speculative or args.branches):
+                or args.structured or args.speculative or args.branches or args.kernels):
             raise ValueError("--endpoint measures the server on its own: give no other benchmark mode")
         from app.bench.remote import run_remote_bench
 
@@ -184,6 +193,11 @@ def _bench(args: argparse.Namespace) -> dict:
         from app.bench.branches import run_branches_bench
 
         return run_branches_bench(args.model, load_options(args))
+    if args.kernels:
+        from app.bench.kernels import run_kernels_bench
+        from app.engine.models import resolve_model
+
+        return run_kernels_bench(str(resolve_model(args.model)))
     if args.fit:
         from app.bench.fit import run_fit_bench
 

@@ -20,3 +20,9 @@ Threads (the one rule; app.engine and app.slots refer to it):
   submit_online, pause, resume, cancel and cancel_request (they only take the
   engine's scheduler lock, app.slots.scheduler).
 """
+
+# Before any module here imports llama_cpp: the llama.cpp build with LlamaDesk's fixes, where
+# this CPU needs them and packaging/build-llama-tools.sh has built them.
+from app.engine.library_choice import choose as _choose_library
+
+_choose_library()

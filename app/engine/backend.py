@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import re
 import threading
 from collections import deque
@@ -20,6 +21,7 @@ import llama_cpp
 import llama_cpp._logger
 
 from app.engine.gguf import human_size
+from app.engine.library_choice import MARKER, AmxState, amx_state, cpu_has_amx
 
 log = logging.getLogger("llamadesk.llama_cpp")
 # Without a handler configured (tests, library use) nothing reaches stderr:
@@ -94,27 +96,35 @@ def system_info() -> str:
     return llama_cpp.llama_print_system_info().decode("utf-8", "replace")
 
 
-# llama.cpp's AMX matrix kernel, used for weights it repacks into an AMX buffer, segfaults on
-# the first prompt on some AMX CPUs (Sapphire Rapids class; ggml-org/llama.cpp#20824, closed
-# without a fix). GGML_NATIVE builds it in wherever the CPU has AMX.
+# llama.cpp's AMX matrix kernel crashes at the first prompt as pip builds it (llama.cpp #20824;
+# packaging/llama_patches.py has the fix, library_choice loads the build that has it).
 AMX_MARK = "AMX_INT8 = 1"
 _repack_lock = threading.Lock()
 _repack_off = False
+_amx: AmxState | None = None
+
+
+def amx() -> AmxState:
+    """Whether this process's llama.cpp runs its AMX kernels, and why (hardware panel, bench)."""
+    global _amx
+    if _amx is None:
+        _amx = amx_state(system_info(), library_dir())
+    return _amx
 
 
 def avoid_amx_repack() -> bool:
     """Load every later model without llama.cpp's extra weight buffers (the AMX repack among
-    them) when this build uses AMX; True when that is so. Idempotent.
+    them) when this build's AMX kernel is the unfixed one; True when that is so. Idempotent.
 
     llama-cpp-python's Llama takes no `use_extra_bufts`, so its default model parameters are
-    wrapped instead; llama.cpp's own tools take LLAMA_ARG_REPACK=0 (tool_env) to match, so
-    the C++ ceilings are measured on the same kernels as this engine.
+    wrapped instead. A fixed build keeps them: the AMX buffer where the kernel grants tile
+    data, llama.cpp's other repacked kernels where it does not.
     """
     global _repack_off
     with _repack_lock:
         if _repack_off:
             return True
-        if AMX_MARK not in system_info():
+        if AMX_MARK not in system_info() or (library_dir() / MARKER).is_file():
             return False
         from llama_cpp import llama_cpp as lib
 
@@ -128,14 +138,16 @@ def avoid_amx_repack() -> bool:
         lib.llama_model_default_params = without_extra_bufts
         llama_cpp.llama_model_default_params = without_extra_bufts
         _repack_off = True
-        log.info("this llama.cpp build uses AMX: weight repacking is off (llama.cpp #20824)")
+        log.info("AMX %s", amx().line())
         return True
 
 
 def tool_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` for a llama.cpp tool built from the same sources on this CPU: no weight repack
-    where this engine runs without it (avoid_amx_repack)."""
-    return {**env, "LLAMA_ARG_REPACK": "0"} if AMX_MARK in system_info() else dict(env)
+    """`env` for one of llama.cpp's tools run from the folder its LD_LIBRARY_PATH names: no
+    weight repack where that build's AMX kernel is the unfixed one on this CPU."""
+    folder = Path((env.get("LD_LIBRARY_PATH") or "").split(os.pathsep)[0] or ".")
+    unfixed = cpu_has_amx() and not (folder / MARKER).is_file()
+    return {**env, "LLAMA_ARG_REPACK": "0"} if unfixed else dict(env)
 
 
 def gpu_offload_supported() -> bool:

@@ -58,6 +58,9 @@ class LoadOptions:
         return self.n_threads or default_threads()
 
 
+REPACK_BUFFERS = ("AMX", "CPU_REPACK")  # llama.cpp's names for its extra weight buffers
+
+
 @dataclass
 class LoadReport:
     """Shown in the window's model bar and printed by the CLI."""
@@ -77,6 +80,10 @@ class LoadReport:
     # What the load allocated on each GPU device, by part, as llama.cpp logged it
     # ({"Vulkan0": {"model": ..., "KV": ..., "compute": ...}}); empty when nothing went to one.
     device_buffers: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Weights llama.cpp repacked for its faster CPU kernels, bytes by buffer ("AMX", "CPU_REPACK");
+    # empty when none were (no extra buffers, or none of the weights' types has such a kernel).
+    repacked: dict[str, int] = field(default_factory=dict)
+    amx: str = ""  # backend.amx().line(): AMX on or off, and why
 
     @property
     def threads_text(self) -> str:
@@ -248,6 +255,9 @@ def load_model(path: str | Path, opts: LoadOptions | None = None,
         n_threads_batch=opts.batch_threads(),
         devices=[asdict(d) for d in devs],
         device_buffers=backend.device_buffers(backend.TAP.since(mark), gpus) if offl and offl[0] else {},
+        repacked={name: parts.get("model", 0) for name, parts in
+                  backend.device_buffers(backend.TAP.since(mark), set(REPACK_BUFFERS)).items()},
+        amx=backend.amx().line(),
     )
     vocabulary.loaded(llama_cpp.llama_model_get_vocab(llm.model), p)
     return LoadedModel(llm, header, opts, report)
