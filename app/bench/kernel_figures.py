@@ -13,6 +13,8 @@ import statistics
 import sys
 import time
 
+import app.engine  # noqa: F401  (first: it chooses the llama.cpp library before llama_cpp loads it)
+
 ROUNDS = 3
 CHECK_ROWS = 9  # a check of 8 guesses and the token before them
 
@@ -28,7 +30,7 @@ def _timed(fn, rounds: int = ROUNDS) -> float:
 
 
 def measure(model_path: str) -> dict:
-    import llama_cpp
+    import llama_cpp  # after app.engine (imported above), which chooses the library it loads
 
     from app.engine import backend, batch_fill
     from app.engine.decoder import Decoder
