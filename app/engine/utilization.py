@@ -1,4 +1,4 @@
-"""Utilization, the third measurement: how close decoding runs to this machine's memory limit.
+"""Utilization, the third measurement: how close decoding runs to this machine's limits.
 
 A decode step reads every weight once (an embedding lookup reads one row; a
 tied output matrix is read in full as the output projection) plus the KV
@@ -8,6 +8,13 @@ model can decode here. The peak comes from a short probe: threads summing
 disjoint parts of a large array, which numpy does with the GIL released, the
 way ggml's threads stream the weights. Kept in the cache folder per CPU and
 thread count, because it is a property of the machine, not of a run.
+
+Bytes are one roof; arithmetic is the other. A token also costs a multiply-add
+per matmul weight (a large vocabulary's output matrix is most of a small
+model's), plus attention's over the positions it reads, so where the kernels'
+measured MAC rate (app.engine.compute_peak) is the lower roof, the bytes-only
+ceiling would promise what the machine cannot keep. The ceiling is the lower of
+the two, named.
 """
 
 from __future__ import annotations
@@ -21,6 +28,15 @@ from pathlib import Path
 
 from app import atomic_file, paths, regular_files
 from app.engine.gguf import GGUFHeader
+from app.engine.macs import (
+    attended_positions,
+    attention_macs,
+    cpu_model,
+    head_dims,
+    layer_macs,
+    meta,
+    output_macs,
+)
 
 PROBE_BYTES = 1 << 28  # 256 MiB: past the last-level cache of any common CPU, read in ~10 ms
 KV_ELEMENT_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
@@ -42,7 +58,7 @@ def weight_bytes(h: GGUFHeader) -> int:
     total = sum(b for _, b in h.tensors.values())
     embd = h.tensors.get("token_embd.weight")
     if embd is not None and "output.weight" in h.tensors:
-        vocab = _meta(h, "vocab_size") or len(h.metadata.get("tokenizer.ggml.tokens") or ()) or 0
+        vocab = meta(h, "vocab_size") or len(h.metadata.get("tokenizer.ggml.tokens") or ()) or 0
         if vocab:  # a separate output matrix: the embedding gives one row per token
             total -= embd[1] - embd[1] // vocab
     return total
@@ -54,27 +70,12 @@ def matmul_params(h: GGUFHeader) -> int:
     return sum(n for name, (n, _) in h.tensors.items() if name not in ("token_embd.weight", "output.weight"))
 
 
-def _meta(h: GGUFHeader, key: str):
-    return h.metadata.get(f"{h.architecture}.{key}")
-
-
 def kv_bytes(h: GGUFHeader, position: int, kv_type: str = "f16") -> int:
-    """K and V read by every layer at `position`; a sliding-window layer reads its window only.
-
-    Which layers slide is per architecture; llama.cpp's Gemma 3 has one full-attention
-    layer in six, the only sliding pattern among the GGUF keys read here."""
-    layers = _meta(h, "block_count") or 0
-    kv_heads = _meta(h, "attention.head_count_kv") or _meta(h, "attention.head_count") or 0
-    k_len = _meta(h, "attention.key_length") or 0
-    v_len = _meta(h, "attention.value_length") or k_len
-    if not k_len and _meta(h, "embedding_length") and _meta(h, "attention.head_count"):
-        k_len = v_len = _meta(h, "embedding_length") // _meta(h, "attention.head_count")
-    window = _meta(h, "attention.sliding_window")
+    """K and V read by every layer at `position` (attended_positions: a sliding window caps a layer)."""
+    kv_heads = meta(h, "attention.head_count_kv") or meta(h, "attention.head_count") or 0
+    k_len, v_len = head_dims(h)
     per_pos = kv_heads * (k_len + v_len) * KV_ELEMENT_BYTES.get(kv_type, 2.0)
-    if window and h.architecture == "gemma3":
-        full = layers // 6
-        return int(per_pos * (full * position + (layers - full) * min(position, window)))
-    return int(per_pos * layers * position)
+    return int(per_pos * attended_positions(h, position))
 
 
 def token_bytes(h: GGUFHeader, position: int, kv_type: str = "f16") -> TokenBytes:
@@ -106,18 +107,7 @@ def probe_bandwidth(threads: int, size: int = PROBE_BYTES, rounds: int = 4) -> f
 
 
 def _key(threads: int) -> str:
-    return f"{platform.machine()}|{platform.processor() or _cpu_model()}|{threads}"
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
+    return f"{platform.machine()}|{platform.processor() or cpu_model()}|{threads}"
 
 
 def peak_bandwidth(threads: int, remeasure: bool = False) -> tuple[float, str]:
@@ -170,8 +160,32 @@ def peak_for(threads: int) -> tuple[float, str]:
 
 
 @dataclass
+class Roofs:
+    """Both roofs of one decode at a position, and what a rate reached against each."""
+
+    memory_tok_s: float  # peak bytes/s / bytes a step reads
+    compute_tok_s: float | None  # peak MAC/s / MACs a token costs (None: no compute peak yet)
+    memory_util: float | None  # the rate's bytes/s of the peak (None: no rate)
+    compute_util: float | None  # the rate's MAC/s of the compute peak
+    bytes_per_token: int
+    macs_per_token: int
+
+    @property
+    def binds(self) -> str:
+        """"memory" or "compute": the lower roof, the one the decode meets first."""
+        if self.compute_tok_s is not None and self.compute_tok_s < self.memory_tok_s:
+            return "compute"
+        return "memory"
+
+    @property
+    def ceiling_tok_s(self) -> float:
+        return self.compute_tok_s if self.binds == "compute" and self.compute_tok_s else self.memory_tok_s
+
+
+@dataclass
 class Limits:
-    """A loaded model on this machine: what a step reads, and how fast memory delivers it."""
+    """A loaded model on this machine: what a step reads and computes, and how fast memory
+    delivers it and the kernels do it."""
 
     header: GGUFHeader
     kv_type: str
@@ -180,28 +194,50 @@ class Limits:
     weights: int = 0
     params: int = 0
     decode_params: int = 0
+    mac_peak: float | None = None  # MAC/s of the model's own kernels (app.engine.compute_peak)
+    mac_source: str | None = None
+    layer_macs: int = 0
+    output_macs: int = 0
 
     def __post_init__(self) -> None:
         self.weights = weight_bytes(self.header)
         self.params = matmul_params(self.header)
-        out = self.header.tensors.get("output.weight") or self.header.tensors.get("token_embd.weight")
-        self.decode_params = self.params + (out[0] if out else 0)  # every decoded token gets logits
+        self.layer_macs = layer_macs(self.header)
+        self.output_macs = output_macs(self.header)
+        self.decode_params = self.params + self.output_macs  # every decoded token gets logits
+
+    def macs(self, position: int) -> int:
+        """Multiply-adds of a decoded token (logits included) at `position`."""
+        return self.layer_macs + self.output_macs + attention_macs(self.header, position)
+
+    def roofs(self, position: int, tok_s: float | None = None) -> Roofs:
+        per_token = self.weights + kv_bytes(self.header, position, self.kv_type)
+        macs = self.macs(position)
+        compute = self.mac_peak / macs if self.mac_peak and macs else None
+        mem_util = tok_s * per_token / self.peak if tok_s else None
+        mac_util = tok_s * macs / self.mac_peak if tok_s and self.mac_peak else None
+        return Roofs(self.peak / per_token, compute, mem_util, mac_util, per_token, macs)
 
     def batched_ceiling(self, positions: list[int], flop_s: float | None = None) -> tuple[float, str]:
         """(tok/s, what binds) for one step decoding a token for each sequence at `positions`.
 
         The step reads the weights once for all of them and each one's KV cache, so the
-        bandwidth ceiling grows with the batch; `flop_s`, the arithmetic rate measured
-        on prefill steps, caps it where the step turns compute-bound."""
+        bandwidth ceiling grows with the batch; the arithmetic rate caps it where the step
+        turns compute-bound: `flop_s`, measured on prefill steps, against the parameters
+        it was counted with (prefill_flop_s); without it the compute roof's probed MAC
+        rate, against each token's MACs at its position as roofs() counts them."""
         n = len(positions)
         if n == 0:
             return 0.0, "bandwidth"
         step = self.weights + sum(kv_bytes(self.header, max(p, 1), self.kv_type) for p in positions)
         memory = n * self.peak / step
+        compute = None
         if flop_s and self.decode_params:
             compute = flop_s / (2.0 * self.decode_params)
-            if compute < memory:
-                return compute, "arithmetic"
+        elif self.mac_peak:
+            compute = n * self.mac_peak / sum(self.macs(max(p, 1)) for p in positions)
+        if compute is not None and compute < memory:
+            return compute, "arithmetic"
         return memory, "bandwidth"
 
     def prefill_flop_s(self, tokens: int, seconds: float) -> float:
@@ -209,17 +245,21 @@ class Limits:
         return 2.0 * self.params * tokens / seconds if seconds > 0 else 0.0
 
     def at(self, position: int, tok_s: float | None) -> tuple[float | None, float | None, float]:
-        """(achieved bytes/s, utilization, ceiling tok/s) decoding at `tok_s` at `position`."""
-        per_token = self.weights + kv_bytes(self.header, position, self.kv_type)
-        ceiling = self.peak / per_token
+        """(achieved bytes/s, memory utilization, ceiling tok/s: the lower roof) decoding at
+        `tok_s` at `position`."""
+        r = self.roofs(position, tok_s)
         if not tok_s:
-            return None, None, ceiling
-        return tok_s * per_token, tok_s * per_token / self.peak, ceiling
+            return None, None, r.ceiling_tok_s
+        return tok_s * r.bytes_per_token, r.memory_util, r.ceiling_tok_s
 
 
-def limits_for(model) -> Limits | None:
+def limits_for(model, compute: bool = False) -> Limits | None:
     """The Limits of a LoadedModel: the CPU's probed peak, or with every layer on an NVIDIA GPU
-    that GPU's from NVML; None for a partial offload (two memories) or a GPU NVML cannot read."""
+    that GPU's from NVML; None for a partial offload (two memories) or a GPU NVML cannot read.
+
+    On the CPU the compute roof too (app.engine.compute_peak), where it was measured before on
+    this machine and library (`llamadesk bench` measures it); `compute` True measures it now if
+    not: seconds of prefill, too long to add to every model load."""
     report = model.report
     if report.layers_offloaded:
         got = gpu_peak() if report.layers_total and report.layers_offloaded >= report.layers_total else None
@@ -228,4 +268,8 @@ def limits_for(model) -> Limits | None:
         peak, source = got
         return Limits(model.header, model.options.kv_type, peak, source)
     peak, source = peak_for(report.n_threads)
-    return Limits(model.header, model.options.kv_type, peak, source)
+    from app.engine.compute_peak import compute_peak
+
+    got = compute_peak(model, measure=compute)
+    mac_peak, mac_source = got if got is not None else (None, None)
+    return Limits(model.header, model.options.kv_type, peak, source, mac_peak=mac_peak, mac_source=mac_source)
