@@ -114,22 +114,43 @@ def _reuse(dec: Decoder, rounds: int) -> dict:
             "reuse_ttft_ratio": statistics.median(with_cache) / statistics.median(alone)}
 
 
-def _utilization(model: LoadedModel, position: int, decode_tok_s: float) -> dict:
-    """How close the decode ran to the memory limit: bytes a step reads at the run's middle
-    position, against the probed peak (app.engine.utilization)."""
+def _utilization(model: LoadedModel, position: int, decode_tok_s: float, measure: bool = True) -> dict:
+    """How close the decode ran to both roofs at the run's middle position: bytes a step reads
+    against the probed bandwidth, MACs a token costs against the kernels' probed MAC rate
+    (app.engine.utilization, app.engine.compute_peak); the lower roof binds."""
     from app.engine.utilization import limits_for, token_bytes
 
     tb = token_bytes(model.header, position, model.options.kv_type)
-    limits = limits_for(model)
+    limits = limits_for(model, compute=measure)
     if limits is None:
         return {"bytes_per_token": tb.total, "peak_source": "not measured (a partial GPU offload, or a GPU "
                                                              "NVML cannot read)"}
     peak, source = limits.peak, limits.source
+    r = limits.roofs(position, decode_tok_s)
     return {"bytes_per_token": tb.total, "weight_bytes_per_token": tb.weights, "kv_bytes_per_token": tb.kv,
             "peak_read_gbs": peak / 1e9, "peak_source": source,
             "achieved_read_gbs": decode_tok_s * tb.total / 1e9,
             "decode_bw_utilization": decode_tok_s * tb.total / peak,
-            "decode_ceiling_tok_s": peak / tb.total}
+            "decode_ceiling_tok_s": peak / tb.total,  # the memory roof, as before the compute one
+            "macs_per_token": r.macs_per_token,
+            "peak_gmac_s": limits.mac_peak / 1e9 if limits.mac_peak else None,
+            "compute_peak_source": limits.mac_source or "not measured",
+            "achieved_gmac_s": decode_tok_s * r.macs_per_token / 1e9,
+            "memory_roof_tok_s": r.memory_tok_s, "compute_roof_tok_s": r.compute_tok_s,
+            "memory_utilization": r.memory_util, "compute_utilization": r.compute_util,
+            "binding_roof": r.binds, "roofline_ceiling_tok_s": r.ceiling_tok_s}
+
+
+def _profile(model: LoadedModel, rounds: int) -> dict:
+    """Where one decoded token's time goes (app.engine.token_profile), or why there is no split."""
+    from app.engine.token_profile import profile_token
+
+    if model.report.layers_offloaded:
+        return {"token_profile": "not measured (layers on a GPU: the split times the CPU's steps)"}
+    # One thread against the model's count; a model on one thread is profiled alone, since a
+    # second thread's spinning on a busy machine would time the machine, not the token.
+    other = 1 if model.report.n_threads > 1 else 0
+    return {"token_profile": profile_token(model, rounds=max(3, rounds), other=other).as_dict()}
 
 
 def where_it_ran(report) -> dict:
@@ -141,7 +162,8 @@ def where_it_ran(report) -> dict:
 
 
 def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: int = 5,
-                     reuse: bool = True) -> dict:
+                     reuse: bool = True, profile: bool = True) -> dict:
+    """`profile` False: no token profile (and no compute probe where none was measured)."""
     opts.n_ctx = max(opts.n_ctx, 2048)
     model = load_model(resolve_model(model_path), opts)
     dec = Decoder(model)
@@ -170,7 +192,9 @@ def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: i
             "decode_ratio": statistics.median(e["decode_tok_s"] / r["decode_tok_s"]
                                               for e, r in zip(eng, raw)),
         }
-        result.update(_utilization(model, len(prompt) + tokens // 2, result["engine_decode_tok_s"]))
+        result.update(_utilization(model, len(prompt) + tokens // 2, result["engine_decode_tok_s"], profile))
+        if profile:
+            result.update(_profile(model, rounds))
         if reuse:
             result.update(_reuse(dec, max(3, rounds // 2)))
         return result

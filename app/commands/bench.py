@@ -155,9 +155,37 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")
     else:
+        _print_lines(result)
+    return 0
+
+
+def _print_lines(result: dict) -> None:
+    """One `key: value` line each. The engine bench's (the one with a roofline) names its token
+    profile's figures one a line under `token_profile.` and ends with the roofline in words."""
+    if "binding_roof" not in result:
         for k, v in result.items():
             print(f"{k:>24}: {v}")
-    return 0
+        return
+    for k, v in _flat(result):
+        print(f"{k:>24}: {v}")
+    print(f"{'roofline':>24}: {roofline_words(result)}")
+
+
+def _flat(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _flat(v, f"{prefix}{k}.")
+        else:
+            yield prefix + k, v
+
+
+def roofline_words(r: dict) -> str:
+    """'memory 41% · compute 23% of roofs (memory binds), ceiling 108 tok/s'."""
+    mem = f"memory {100 * r['memory_utilization']:.0f}%"
+    if r.get("compute_utilization") is None:
+        return f"{mem} of its roof; compute roof not measured"
+    return (f"{mem} · compute {100 * r['compute_utilization']:.0f}% of roofs ({r['binding_roof']} binds), "
+            f"ceiling {r['roofline_ceiling_tok_s']:.0f} tok/s")
 
 
 def _bench(args: argparse.Namespace) -> dict:
