@@ -12,6 +12,11 @@ engine's (ReplyStats.kv_used; live, what the engine has fed): the last token sam
 is never fed back, so counting prompt plus generated tokens reads one more
 than the cache holds. The timeline belongs to the conversation shown: New
 chat empties it, opening one rebuilds it from the stored stats.
+
+The decode is held against both roofs (app.engine.utilization): memory and
+compute, each utilization and which binds. The last local decode's figures are
+kept for the process (last_decode), so the settings' hardware section can show
+them without measuring anything on the GUI thread.
 """
 
 from __future__ import annotations
@@ -31,6 +36,29 @@ from app.engine.events import (
 )
 from app.engine.stats import ReplyStats
 from app.engine.utilization import Limits
+
+
+@dataclass(frozen=True)
+class MeasuredDecode:
+    """A finished local reply's decode: its rate, the position it ran at, the model's Limits."""
+
+    limits: Limits
+    position: int
+    tok_s: float
+
+
+_last_decode: MeasuredDecode | None = None
+
+
+def last_decode() -> MeasuredDecode | None:
+    """This process's last local decode with a rate (None: none yet)."""
+    return _last_decode
+
+
+def _keep(decode: MeasuredDecode) -> None:
+    global _last_decode
+    _last_decode = decode
+
 
 RATE_WINDOW_S = 1.0  # rolling decode rate over the last second of tokens
 MIN_RATE_SPAN_S = 0.05  # a rate over less text than this is the engine's, not the deltas'
@@ -127,6 +155,10 @@ class Snapshot:
     bw_source: str | None = None  # where the peak comes from
     peak_gbs: float | None = None
     prefill_gflop_s: float | None = None  # 2 x parameters x prompt tokens / prefill time (the last)
+    compute_utilization: float | None = None  # of the kernels' probed MAC rate (None: not measured)
+    binds: str | None = None  # "memory" or "compute": the lower roof (None: no roofs)
+    memory_ceiling_tok_s: float | None = None
+    compute_ceiling_tok_s: float | None = None  # None: no compute peak measured on this machine yet
     stats: ReplyStats | None = None  # the finished reply's: its figures are formatted from it
     streaming: bool = True  # off: the text was shown only when the reply ended
     kv_used: int = 0  # cells of the KV cache in use: the engine's count
@@ -278,6 +310,8 @@ class LiveGauges:
                 self.kv_used = stats.kv_used
             if self.limits is not None and stats.source is None and stats.prefill_tokens and stats.prefill_s:
                 self.gflop_s = self.limits.prefill_flop_s(stats.prefill_tokens, stats.prefill_s) / 1e9
+            if self.limits is not None and stats.source is None and stats.decode_tok_s and stats.kv_used:
+                _keep(MeasuredDecode(self.limits, stats.kv_used, stats.decode_tok_s))
             began = self.t_prefill - self.t_submit if self.t_prefill is not None else None
             self.turns.append(turn_from(stats, began))
 
@@ -336,10 +370,13 @@ class LiveGauges:
         # Live, the prompt and every token fed back (all but the last sampled); then the engine's.
         kv_used = self.kv_used if st is not None and st.kv_used is not None else \
             self.cached + new + max(self.generated - 1, 0)
-        bw = util = ceiling = None
+        bw = util = ceiling = mac_util = binds = mem_roof = mac_roof = None
         if self.limits is not None and (st is None or st.source is None) and self.phase != "idle":
-            bw, util, ceiling = self.limits.at(max(kv_used, 1), rate if self.active else
-                                               (st.decode_tok_s if st else None))
+            tok_s = rate if self.active else (st.decode_tok_s if st else None)
+            bw, util, ceiling = self.limits.at(max(kv_used, 1), tok_s)
+            roofs = self.limits.roofs(max(kv_used, 1), tok_s)
+            mac_util, binds = roofs.compute_util, roofs.binds
+            mem_roof, mac_roof = roofs.memory_tok_s, roofs.compute_tok_s
             if st is not None and st.bw_utilization is not None:  # the record's, computed once
                 util, bw = st.bw_utilization, st.bw_utilization * self.limits.peak
         turns = [*self.turns, self.live_turn(now)] if self.active else list(self.turns)
@@ -360,7 +397,9 @@ class LiveGauges:
             bw_gbs=bw / 1e9 if bw else None, bw_utilization=util, ceiling_tok_s=ceiling,
             bw_source=self.limits.source if self.limits is not None else None,
             peak_gbs=self.limits.peak / 1e9 if self.limits is not None else None,
-            prefill_gflop_s=self.gflop_s, stats=st, streaming=self.streaming, kv_used=kv_used,
+            prefill_gflop_s=self.gflop_s, compute_utilization=mac_util, binds=binds,
+            memory_ceiling_tok_s=mem_roof, compute_ceiling_tok_s=mac_roof, stats=st,
+            streaming=self.streaming, kv_used=kv_used,
             spec=self.spec if self.active else None,
             constrained=self.constrained if self.active else (st is not None and
                                                                st.grammar_ms_per_token is not None),

@@ -50,6 +50,10 @@ DECODE_HELP = ("Decode writes one token per step, and every step reads all the w
 BANDWIDTH_HELP = ("Decoding reads every weight once per token, so it is bound by memory bandwidth: the "
                   "rate it reads at, against this machine's peak (a short probe, or NVML for an NVIDIA "
                   "GPU), and the fastest decode that peak allows for this model (the purple mark).")
+ROOFS_HELP = ("A token costs bytes (every weight read once) and arithmetic (a multiply-add per weight, "
+              "plus attention's): two roofs. The decode's share of each, memory against the probed "
+              "bandwidth and compute against the MAC rate llama.cpp's kernels reached on a long "
+              "prompt here; the lower roof is the one that binds, and the ceiling above is it.")
 KV_HELP = ("The model's context memory: the prompt reused from the cache, the prompt read now, and the "
            "tokens the decode wrote back, of the whole context. Each decode step writes the last token "
            "back and samples the next, so \"decoded\" is the footer's decode count: the reply's last "
@@ -105,6 +109,17 @@ def _bandwidth(s: Snapshot) -> str:
         return f"ceiling {s.ceiling_tok_s:.0f} tok/s"
     share = 100 * s.bw_utilization
     return f"{s.bw_gbs:.1f} GB/s · {share:.0f}% of peak · ceiling {s.ceiling_tok_s:.0f} tok/s"
+
+
+def roofs_words(s: Snapshot) -> str:
+    """'memory 41% · compute 23% of roofs (memory binds)', or what is not measured yet."""
+    if not s.started or s.binds is None:
+        return ""
+    mem = f"memory {100 * s.bw_utilization:.0f}%" if s.bw_utilization is not None else "memory –"
+    if s.compute_ceiling_tok_s is None:
+        return f"{mem} of its roof · compute roof not measured yet (llamadesk bench measures it)"
+    comp = f"compute {100 * s.compute_utilization:.0f}%" if s.compute_utilization is not None else "compute –"
+    return f"{mem} · {comp} of roofs ({s.binds} binds)"
 
 
 def _peak(s: Snapshot) -> str:
@@ -219,6 +234,8 @@ class GaugesPanel(QScrollArea):
         self.bandwidth = _rich_label(FIRST)
         self.bandwidth.setToolTip(BANDWIDTH_HELP)
         self.peak = _rich_label(lines=2)
+        self.roofs = _rich_label(lines=2)  # the not-measured line wraps in a narrow panel
+        self.roofs.setToolTip(ROOFS_HELP)
         self.kv_bar = KvBar()
         self.kv_bar.setToolTip(KV_HELP)
         self.kv_text = _rich_label(FIRST, lines=2)
@@ -263,6 +280,7 @@ class GaugesPanel(QScrollArea):
         col.addWidget(_heading("Memory bandwidth", BANDWIDTH_HELP))
         col.addWidget(self.ceiling_bar)
         col.addWidget(self.bandwidth)
+        col.addWidget(self.roofs)
         col.addWidget(self.peak)
         col.addWidget(_heading("KV cache", KV_HELP))
         col.addWidget(self.kv_bar)
@@ -311,6 +329,8 @@ class GaugesPanel(QScrollArea):
         self.ceiling_bar.set_values(live, s.ceiling_tok_s, s.bw_utilization)
         self.bandwidth.setText(_bandwidth(s))
         self.peak.setText(_peak(s))
+        self.roofs.setText(roofs_words(s))
+        self.roofs.setVisible(s.started)
         self.peak.setVisible(s.started)  # from the first reply on, always its two lines
         self.dropped.setText(f"{s.dropped_messages} msgs ({s.dropped_tokens} tok) left out of context"
                              if s.dropped_messages else "none")

@@ -4,6 +4,10 @@ Users whose GPU sits idle need to see why without reading logs: either the
 llama.cpp build has no GPU backend at all (a pip install compiles a CPU-only
 build unless told otherwise), or the build has one but the model's layers were
 not offloaded, or a GPU load failed and fell back. Each of those is a row here.
+So is whether llama.cpp runs its AMX kernels, and, once a reply has decoded, the
+model's two roofs (memory and compute) and that decode's share of each: read
+from what was measured already (app.chat.live_gauges.last_decode), since the
+probes take seconds and this runs on the GUI thread.
 The rows come from `hardware_rows`, which has no widgets, so it is tested on
 CPU builds without pretending to have a GPU.
 """
@@ -15,6 +19,7 @@ from collections.abc import Iterable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFormLayout, QGroupBox
 
+from app.chat.live_gauges import MeasuredDecode, last_decode
 from app.engine import backend
 from app.engine.loader import LoadReport
 from app.ui.widgets.levels import LevelLabel
@@ -37,10 +42,40 @@ def describe_device(d: dict) -> str:
     return f"{kind}: {name}{mem}"
 
 
+NOT_YET = "not measured yet (after the first reply)"
+
+
+def roof_rows(decode: MeasuredDecode | None) -> list[tuple[str, str]]:
+    """The memory and compute roofs at the last decode's position and its share of each."""
+    if decode is None:
+        return [("Memory roof", NOT_YET), ("Compute roof", NOT_YET)]
+    lim = decode.limits
+    r = lim.roofs(decode.position, decode.tok_s)
+    mem = (f"{r.memory_tok_s:.0f} tok/s ({lim.peak / 1e9:.1f} GB/s over {r.bytes_per_token / 1e6:.0f} MB "
+           f"a token) · the last decode {100 * (r.memory_util or 0):.0f}% of it")
+    if r.compute_tok_s is None:
+        comp = "not measured yet (llamadesk bench measures it)"
+    else:
+        comp = (f"{r.compute_tok_s:.0f} tok/s ({(lim.mac_peak or 0) / 1e9:.1f} GMAC/s over "
+                f"{r.macs_per_token / 1e9:.2f} GMAC a token) · the last decode "
+                f"{100 * (r.compute_util or 0):.0f}% of it")
+    binds = (f"{r.binds} binds: ceiling {r.ceiling_tok_s:.0f} tok/s; the last decode "
+             f"{decode.tok_s:.0f} tok/s at position {decode.position}")
+    return [("Memory roof", mem), ("Compute roof", comp), ("Roofline", binds)]
+
+
+def _same_model(decode: MeasuredDecode | None, report: LoadReport) -> MeasuredDecode | None:
+    if decode is None or str(decode.limits.header.path) != str(report.model_path):
+        return None
+    return decode
+
+
 def hardware_rows(report: LoadReport | None, build_backend: str | None = None,
                   offload_supported: bool | None = None,
-                  devices: Iterable[dict] | None = None) -> list[tuple[str, str]]:
-    """(label, text) rows. The build facts default to what this process's llama.cpp says."""
+                  devices: Iterable[dict] | None = None,
+                  decode: MeasuredDecode | bool | None = True) -> list[tuple[str, str]]:
+    """(label, text) rows. The build facts default to what this process's llama.cpp says;
+    `decode` True: the roofs at this process's last local decode of the loaded model."""
     if build_backend is None:
         build_backend = report.backend if report else backend.compiled_backend()
     if offload_supported is None:
@@ -54,7 +89,7 @@ def hardware_rows(report: LoadReport | None, build_backend: str | None = None,
         offload = f"none: {build_backend} is compiled in, but no usable GPU was found"
     else:
         offload = NO_OFFLOAD
-    rows = [("GPU offload", offload)]
+    rows = [("GPU offload", offload), ("AMX", backend.amx().line())]
     devs = list(devices)
     rows += [("Device", describe_device(d)) for d in devs] or [("Device", "llama.cpp reported none")]
     if report is None:
@@ -74,6 +109,9 @@ def hardware_rows(report: LoadReport | None, build_backend: str | None = None,
     rows.append(("Model runs on", report.runs_on))
     if report.fallback:
         rows.append(("Fallback", report.fallback))
+    if decode is True:
+        decode = _same_model(last_decode(), report)
+    rows += roof_rows(decode or None)
     return rows
 
 
