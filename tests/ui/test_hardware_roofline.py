@@ -70,3 +70,21 @@ def test_the_gauges_show_both_utilizations_and_which_roof_binds_and_keep_the_dec
     assert "% of it" in mem
     g.limits = Limits(h, "f16", 1e10, "probe (1 threads)")  # no compute peak measured here yet
     assert "compute roof not measured yet" in roofs_words(g.snapshot(1.0))
+
+
+def test_the_panel_shows_the_roofs_line_and_its_bar_marks_the_binding_roofs_share(qtbot, model_path,
+                                                                                   monkeypatch):
+    from app.ui.chat.gauges import GaugesPanel
+
+    monkeypatch.setattr(live_gauges, "_last_decode", None)
+    lim = Limits(read_header(model_path), "f16", 1e12, "probe (1 threads)", mac_peak=30e9, mac_source="x")
+    g = LiveGauges(n_ctx=512, limits=lim)
+    g.start(0.0, 24, 512)
+    g.finish(reply_stats(decode_tok_s=50.0, kv_used=35), 1.0)
+    panel = GaugesPanel()
+    qtbot.addWidget(panel)
+    s = g.snapshot(1.0)
+    panel.show_snapshot(s)
+    assert panel.roofs.text() == roofs_words(s) and "(compute binds)" in panel.roofs.text()
+    assert panel.ceiling_bar.ceiling == pytest.approx(lim.roofs(35).compute_tok_s)
+    assert panel.ceiling_bar.share == s.compute_utilization

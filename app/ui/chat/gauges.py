@@ -326,7 +326,9 @@ class GaugesPanel(QScrollArea):
         self._grammar(s)
         self._kv(s)
         live = s.rate_tok_s if s.active else (s.decode_tok_s or s.wall_decode_tok_s)
-        self.ceiling_bar.set_values(live, s.ceiling_tok_s, s.bw_utilization)
+        # The mark is the lower roof's ceiling (Limits.at), so the share is against that roof.
+        share = s.compute_utilization if s.binds == "compute" else s.bw_utilization
+        self.ceiling_bar.set_values(live, s.ceiling_tok_s, share)
         self.bandwidth.setText(_bandwidth(s))
         self.peak.setText(_peak(s))
         self.roofs.setText(roofs_words(s))

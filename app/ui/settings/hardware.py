@@ -57,7 +57,7 @@ def roof_rows(decode: MeasuredDecode | None) -> list[tuple[str, str]]:
         comp = "not measured yet (llamadesk bench measures it)"
     else:
         comp = (f"{r.compute_tok_s:.0f} tok/s ({(lim.mac_peak or 0) / 1e9:.1f} GMAC/s over "
-                f"{r.macs_per_token / 1e9:.2f} GMAC a token) · the last decode "
+                f"{r.macs_per_token / 1e9:.2f} GMAC a token; {lim.mac_source}) · the last decode "
                 f"{100 * (r.compute_util or 0):.0f}% of it")
     binds = (f"{r.binds} binds: ceiling {r.ceiling_tok_s:.0f} tok/s; the last decode "
              f"{decode.tok_s:.0f} tok/s at position {decode.position}")
