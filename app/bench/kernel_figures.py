@@ -32,6 +32,7 @@ def _timed(fn, rounds: int = ROUNDS) -> float:
 def measure(model_path: str) -> dict:
     import llama_cpp  # after app.engine (imported above), which chooses the library it loads
 
+    from app.bench.check_cost import check_cost
     from app.engine import backend, batch_fill
     from app.engine.decoder import Decoder
     from app.engine.loader import LoadOptions, load_model
@@ -75,21 +76,10 @@ def measure(model_path: str) -> dict:
             threads(n)
             out[f"tg128_t{n}_tok_s"] = 128 / _timed(decode_128, 2)
         threads(2)
-        clear()
-        decode(words[:200], 0)
-
-        def check(every_row: bool):
-            def run() -> None:
-                decode(words[200:200 + CHECK_ROWS], 200, every_row)
-                llama_cpp.llama_memory_seq_rm(mem, 0, 200, -1)
-            return run
-        check(True)()
-        out["check9_all_logits_ms"] = 1000 * _timed(check(True), 7)
-        out["check9_last_logits_ms"] = 1000 * _timed(check(False), 7)
-        def step() -> None:
-            decode([words[200]], 200)
-            llama_cpp.llama_memory_seq_rm(mem, 0, 200, -1)
-        out["step1_ms"] = 1000 * _timed(step, 7)
+        cost = check_cost(model, words, CHECK_ROWS)
+        out["check9_all_logits_ms"] = cost["check_ms"]
+        out["check9_last_logits_ms"] = cost["check_last_logits_ms"]
+        out["step1_ms"] = cost["step_ms"]
         long_prompt = (words * 6)[:2000]
 
         def ttft() -> float:

@@ -18,7 +18,12 @@ client, so every step is a slot decoding alone, with and without
 speculation in the same context: `server_editing`, the figure a local
 `llamadesk serve --speculative ngram` gives one client (its
 `server_editing_speedup` the median of the prompts' own). With a second
-client it does not speculate, so there is no figure for that.
+client it does not speculate, so there is no figure for that. The free-chat set
+goes through it too (`server_chat`).
+
+`check_cost` says what a check costs: a one-token step, a check of nine rows
+with every row's logits and with the last row's only (app.bench.check_cost),
+so where the median prompt gains little the part of a check that costs is named.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, replace
 
+from app.bench.check_cost import PREFIX, check_cost
 from app.bench.speculative_set import CHAT, EDITING
 from app.chat.local_engine import LocalChatEngine
 from app.chat.reply import Reply
@@ -165,6 +171,12 @@ def _r(v: float | None, digits: int = 1) -> float | None:
     return round(v, digits) if v is not None else None
 
 
+def _cost_tokens(engine: LocalChatEngine) -> list[int]:
+    """The editing set's own text, tokenized, as the rows a check is timed on."""
+    text = " ".join(EDITING)
+    return (engine.model.llm.tokenize(text.encode(), add_bos=False) * 4)[:PREFIX + 16]
+
+
 def run_speculative_bench(model: str | None, options: LoadOptions, tokens: int) -> dict:
     engine = LocalChatEngine.open(model, options)
     try:
@@ -172,11 +184,15 @@ def run_speculative_bench(model: str | None, options: LoadOptions, tokens: int) 
         editing = _run_set(engine, EDITING, tokens)
         chat = _run_set(engine, CHAT, tokens)
         server = _run_server_set(engine.model, EDITING, tokens)
+        server_chat = _run_server_set(engine.model, CHAT, tokens)
+        cost = check_cost(engine.model, _cost_tokens(engine))
     finally:
         engine.close()
     got = {"editing_speedup": editing["speedup"], "chat_speedup": chat["speedup"]}
-    return {"tokens": tokens, "editing": editing, "chat": chat, "server_editing": server,
-            "server_editing_speedup": server["median_prompt_speedup"], **got,
+    return {"tokens": tokens, "amx": engine.model.report.amx, "check_cost": cost,
+            "editing": editing, "chat": chat, "server_editing": server, "server_chat": server_chat,
+            "server_editing_speedup": server["median_prompt_speedup"],
+            "server_chat_speedup": server_chat["median_prompt_speedup"], **got,
             "editing_median_prompt_speedup": editing["median_prompt_speedup"],
             "chat_median_prompt_speedup": chat["median_prompt_speedup"], "targets": TARGETS,
             "meets_targets": all(got[k] is not None and got[k] >= v for k, v in TARGETS.items())}

@@ -19,3 +19,14 @@ def test_the_chat_decoders_set_reports_each_prompts_speedup_and_their_median(eng
     assert 0 < lo <= mid <= hi, got
     assert 0 <= got["prompts_faster"] <= 2
     assert got["speedup"] > 0 and got["checks"] >= 0
+
+
+def test_check_cost_times_a_step_and_a_check_with_and_without_every_rows_logits(engine):
+    from app.bench.check_cost import PREFIX, check_cost
+
+    words = engine.model.llm.tokenize(" ".join(EDITING).encode(), add_bos=False)
+    got = check_cost(engine.model, (words * 4)[:PREFIX + 16], rows=5, rounds=3)
+    assert got["rows"] == 5
+    assert got["step_ms"] > 0 and got["check_ms"] > 0 and got["check_last_logits_ms"] > 0
+    assert got["check_in_steps"] == round(got["check_ms"] / got["step_ms"], 2)
+    assert got["output_rows_share"] < 1
