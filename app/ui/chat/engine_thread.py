@@ -25,13 +25,14 @@ from typing import Protocol
 from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 
 from app.chat.engines import EngineTarget, ReplyEngine, WhereItRuns, open_engine
+from app.chat.local_engine import LocalChatEngine
 from app.chat.thinking_controls import ThinkingControls
 from app.engine.control import CancelToken
 from app.engine.errors import ContextOverflowError
 from app.engine.loader import LoadedModel
 from app.engine.message import MessageBody
 from app.engine.sampling import GenerationSettings
-from app.engine.utilization import Limits
+from app.engine.utilization import Limits, limits_for
 from app.errors import LlamaDeskError
 from app.openai_compat.tools import ToolCalls
 from app.ui.threads import WorkerThread
@@ -111,6 +112,10 @@ class EngineWorker(QObject):
         if self.stopping:
             eng.close()
             return
+        if eng.limits is not None and eng.limits.mac_peak is None and isinstance(eng, LocalChatEngine):
+            # The compute roof, once per machine, library and thread count (then cached): a
+            # 512-token batch through the model, here, before the gauges first need it.
+            eng.limits = limits_for(eng.model, compute=True)
         self.engine = eng
         where = (target.endpoint.base_url if target.endpoint
                  else str(Path(target.path or eng.report.model_path)))
