@@ -28,8 +28,7 @@ PATCH_ID = "amx1"
 # raises SIGILL (llama.cpp #20824, PR #26954). A constexpr config lives in .rodata, whole. The
 # PR also asks for tile data per worker thread; Linux grants it per process, but a worker may
 # run before the buffer type asked, and asking again costs one syscall per thread.
-AMX_OLD = """    alignas(64) tile_config_t tc = {};
-    tc.palette_id = 1;
+AMX_CONFIG_LINES = """    tc.palette_id = 1;
     tc.start_row = 0;
     tc.rows[0] = 8;   tc.colsb[0] = 64;
     tc.rows[1] = 8;   tc.colsb[1] = 64;
@@ -39,10 +38,12 @@ AMX_OLD = """    alignas(64) tile_config_t tc = {};
     tc.rows[5] = 16;  tc.colsb[5] = 64;
     tc.rows[6] = 16;  tc.colsb[6] = 64;
     tc.rows[7] = 16;  tc.colsb[7] = 64;
-
+"""
+AMX_OLD = f"""    alignas(64) tile_config_t tc = {{}};
+{AMX_CONFIG_LINES}
     _tile_loadconfig(&tc);
     done = true;
-}
+}}
 """
 AMX_NEW = """#if defined(__gnu_linux__)
     syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */);
@@ -51,23 +52,13 @@ AMX_NEW = """#if defined(__gnu_linux__)
     done = true;
 }
 """
-AMX_CONFIG = """// LlamaDesk (packaging/llama_patches.py): in .rodata, so no store to it can be dropped.
-alignas(64) static constexpr tile_config_t ggml_amx_tile_config = [] {
-    tile_config_t tc = {};
-    tc.palette_id = 1;
-    tc.start_row = 0;
-    tc.rows[0] = 8;   tc.colsb[0] = 64;
-    tc.rows[1] = 8;   tc.colsb[1] = 64;
-    tc.rows[2] = 16;  tc.colsb[2] = 32;
-    tc.rows[3] = 16;  tc.colsb[3] = 32;
-    tc.rows[4] = 16;  tc.colsb[4] = 64;
-    tc.rows[5] = 16;  tc.colsb[5] = 64;
-    tc.rows[6] = 16;  tc.colsb[6] = 64;
-    tc.rows[7] = 16;  tc.colsb[7] = 64;
-    return tc;
-}();
+AMX_CONFIG = f"""// LlamaDesk (packaging/llama_patches.py): in .rodata, so no store to it can be dropped.
+alignas(64) static constexpr tile_config_t ggml_amx_tile_config = [] {{
+    tile_config_t tc = {{}};
+{AMX_CONFIG_LINES}    return tc;
+}}();
 
-inline void ggml_tile_config_init(void) {
+inline void ggml_tile_config_init(void) {{
 """
 
 # (file under the llama.cpp tree, original text, replacement): applied in order.

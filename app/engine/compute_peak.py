@@ -13,15 +13,12 @@ folder and AMX state (AMX changes the kernels), as the bandwidth probe is.
 
 from __future__ import annotations
 
-import json
 import platform
 import time
-from pathlib import Path
 
 import llama_cpp
 
-from app import atomic_file, paths, regular_files
-from app.engine import backend, batch_fill
+from app.engine import backend, batch_fill, machine_figures
 from app.engine.macs import batch_macs, cpu_model
 
 PROBE_TOKENS = 512
@@ -73,23 +70,14 @@ def compute_peak(model, measure: bool = True, remeasure: bool = False) -> tuple[
     k = key(threads)
     if k in _PEAKS and not remeasure:
         return _PEAKS[k]
-    try:
-        f: Path | None = paths.cache_dir() / CACHE_NAME
-    except OSError:  # no cache folder: measure, and keep the figure for this process only
-        f = None
-    known = (regular_files.read_json_object(f) if f is not None else None) or {}
     what = f"prefill probe: {PROBE_TOKENS} tokens, {threads} thread" + ("" if threads == 1 else "s")
-    if not remeasure and isinstance(known.get(k), (int, float)):
-        _PEAKS[k] = float(known[k]), f"{what}, measured earlier"
+    known = None if remeasure else machine_figures.read(CACHE_NAME, k)
+    if known is not None:
+        _PEAKS[k] = known, f"{what}, measured earlier"
         return _PEAKS[k]
     if not measure:
         return None
     mac_s = probe_compute(model, threads, PROBE_TOKENS, ROUNDS)
-    known[k] = mac_s
-    if f is not None:
-        try:
-            atomic_file.write_text(f, json.dumps(known, indent=1))
-        except OSError:
-            pass  # the figure still holds for this process
+    machine_figures.keep(CACHE_NAME, k, mac_s)
     _PEAKS[k] = mac_s, what
     return _PEAKS[k]

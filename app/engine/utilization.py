@@ -19,14 +19,12 @@ the two, named.
 
 from __future__ import annotations
 
-import json
 import platform
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from app import atomic_file, paths, regular_files
+from app.engine import machine_figures
 from app.engine.gguf import GGUFHeader
 from app.engine.macs import (
     attended_positions,
@@ -38,6 +36,7 @@ from app.engine.macs import (
     output_macs,
 )
 
+BANDWIDTH_FILE = "bandwidth.json"
 PROBE_BYTES = 1 << 28  # 256 MiB: past the last-level cache of any common CPU, read in ~10 ms
 KV_ELEMENT_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 
@@ -112,21 +111,12 @@ def _key(threads: int) -> str:
 
 def peak_bandwidth(threads: int, remeasure: bool = False) -> tuple[float, str]:
     """(bytes/s, where the figure comes from), measured once per CPU and thread count."""
-    try:
-        f: Path | None = paths.cache_dir() / "bandwidth.json"
-    except OSError:  # no cache folder: measure, and keep the figure for this run only
-        f = None
-    known = (regular_files.read_json_object(f) if f is not None else None) or {}
     key = _key(threads)
-    if not remeasure and isinstance(known.get(key), (int, float)):
-        return float(known[key]), f"probe ({threads} threads, measured earlier)"
+    known = None if remeasure else machine_figures.read(BANDWIDTH_FILE, key)
+    if known is not None:
+        return known, f"probe ({threads} threads, measured earlier)"
     bw = probe_bandwidth(threads)
-    known[key] = bw
-    if f is not None:
-        try:
-            atomic_file.write_text(f, json.dumps(known, indent=1))
-        except OSError:
-            pass  # the figure still holds for this run
+    machine_figures.keep(BANDWIDTH_FILE, key, bw)
     return bw, f"probe ({threads} threads)"
 
 

@@ -1,0 +1,39 @@
+"""Probe results kept in the cache folder, one JSON object a probe, a figure per key.
+
+A peak (memory bandwidth, the kernels' MAC rate) belongs to the machine and its
+llama.cpp build, not to a run: measured once, then read back. Without a cache
+folder, or when it cannot be written, the figure still holds for the run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app import atomic_file, paths, regular_files
+
+
+def _file(name: str) -> Path | None:
+    try:
+        return paths.cache_dir() / name
+    except OSError:
+        return None
+
+
+def read(name: str, key: str) -> float | None:
+    f = _file(name)
+    known = (regular_files.read_json_object(f) if f is not None else None) or {}
+    value = known.get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def keep(name: str, key: str, value: float) -> None:
+    f = _file(name)
+    if f is None:
+        return
+    known = regular_files.read_json_object(f) or {}
+    known[key] = value
+    try:
+        atomic_file.write_text(f, json.dumps(known, indent=1))
+    except OSError:
+        pass  # the figure still holds for this run
