@@ -154,11 +154,13 @@ def _profile(model: LoadedModel, rounds: int) -> dict:
 
 
 def where_it_ran(report) -> dict:
-    """The backend, layers on the GPU of the layers there are, and the devices llama.cpp
-    registered, each with its memory: which device `bench`'s figures are from."""
+    """The backend, layers on the GPU of the layers there are, the devices llama.cpp
+    registered, each with its memory, and whether AMX ran (and the weights repacked): which
+    device and kernels `bench`'s figures are from."""
     return {"backend": report.backend, "layers_offloaded": report.layers_offloaded,
             "layers_total": report.layers_total,
-            "devices": list(report.devices)}
+            "devices": list(report.devices), "amx": report.amx,
+            "repacked_mib": {k: round(v / 2**20) for k, v in report.repacked.items()}}
 
 
 def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: int = 5,

@@ -54,6 +54,9 @@ def test_bench_reports_utilization_and_the_ceiling(model_path):
     assert 0 < d["decode_bw_utilization"] < 1.5
     assert abs(d["decode_ceiling_tok_s"] * d["decode_bw_utilization"] - d["engine_decode_tok_s"]) < 1e-6 * \
         d["engine_decode_tok_s"] + 1e-9
+    # Which kernels the figures are from: AMX on (its buffer holding weights) or off, and why.
+    assert d["amx"].startswith(("on: ", "off: ")) and "\n" not in d["amx"]
+    assert (d["repacked_mib"].get("AMX", 0) > 0) == d["amx"].startswith("on: ")
 
 
 def test_without_nvml_there_is_no_gpu_peak_and_the_cpu_figure_stands(model_path):
