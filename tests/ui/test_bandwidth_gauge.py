@@ -34,3 +34,16 @@ def test_the_machine_rows_show_cpu_memory_and_no_nvidia_gpu(qtbot, make_window):
     qtbot.waitUntil(lambda: "CPU" in win.gauges.machine.text(), timeout=5_000)
     assert re.search(r"CPU \d+% \(cores [\d ]+\) · memory [\d,]+ MB", win.gauges.machine.text())
     assert win.gauges.gpu.text() == "no NVIDIA GPU"  # this machine has no NVML: said, nothing breaks
+
+
+def test_a_loaded_local_model_has_its_compute_roof_and_the_gauges_hold_the_decode_to_both(qtbot, make_window):
+    """The window measures the kernels' MAC rate when a model loads (once, then cached), so the
+    first reply is already held to both roofs, not only after `llamadesk bench`."""
+    win = make_window(small_config(max_tokens=16))
+    assert win.flow.gauges.limits is not None and win.flow.gauges.limits.mac_peak > 0
+    win.composer.set_text("Name a colour.")
+    with qtbot.waitSignal(win.flow.reply_finished, timeout=120_000):
+        win.flow.send()
+    qtbot.waitUntil(lambda: "of roofs" in win.gauges.roofs.text(), timeout=5_000)
+    words = win.gauges.roofs.text()
+    assert re.search(r"memory \d+% · compute \d+% of roofs \((memory|compute) binds\)", words), words
