@@ -167,6 +167,9 @@ def run_engine_bench(model_path, opts: LoadOptions, tokens: int = 256, rounds: i
                      reuse: bool = True, profile: bool = True) -> dict:
     """`profile` False: no token profile (and no compute probe where none was measured)."""
     opts.n_ctx = max(opts.n_ctx, 2048)
+    from app.engine.utilization import peak_for
+
+    peak_for(opts.threads(), remeasure=True)  # before the model's threads exist to share the cores
     model = load_model(resolve_model(model_path), opts)
     dec = Decoder(model)
     try:

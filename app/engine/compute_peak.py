@@ -78,6 +78,6 @@ def compute_peak(model, measure: bool = True, remeasure: bool = False) -> tuple[
     if not measure:
         return None
     mac_s = probe_compute(model, threads, PROBE_TOKENS, ROUNDS)
-    machine_figures.keep(CACHE_NAME, k, mac_s)
+    mac_s = machine_figures.keep(CACHE_NAME, k, mac_s)
     _PEAKS[k] = mac_s, what
     return _PEAKS[k]

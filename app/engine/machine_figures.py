@@ -1,8 +1,10 @@
 """Probe results kept in the cache folder, one JSON object a probe, a figure per key.
 
 A peak (memory bandwidth, the kernels' MAC rate) belongs to the machine and its
-llama.cpp build, not to a run: measured once, then read back. Without a cache
-folder, or when it cannot be written, the figure still holds for the run.
+llama.cpp build, not to a run: measured once, then read back. A probe on a busy
+machine reads low and never high, so a figure measured again keeps the higher of
+the two. Without a cache folder, or when it cannot be written, the figure still
+holds for the run.
 """
 
 from __future__ import annotations
@@ -27,13 +29,18 @@ def read(name: str, key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def keep(name: str, key: str, value: float) -> None:
+def keep(name: str, key: str, value: float) -> float:
+    """Keep a peak measured now; the peak that stands (the higher of it and the one kept)."""
     f = _file(name)
     if f is None:
-        return
+        return value
     known = regular_files.read_json_object(f) or {}
+    before = known.get(key)
+    if isinstance(before, (int, float)) and before >= value:
+        return float(before)
     known[key] = value
     try:
         atomic_file.write_text(f, json.dumps(known, indent=1))
     except OSError:
         pass  # the figure still holds for this run
+    return value

@@ -41,6 +41,17 @@ def test_the_probe_is_positive_and_steady_and_kept_per_machine():
     assert again == first and "measured earlier" in src2 and "measured earlier" not in src
 
 
+def test_measured_again_the_peak_keeps_the_higher_figure(monkeypatch):
+    """A probe on a busy machine reads low, never high: a later, lower figure does not replace
+    the kept one, a higher one does."""
+    from app.engine import utilization
+
+    for probed, kept in ((10e9, 10e9), (4e9, 10e9), (12e9, 12e9)):
+        monkeypatch.setattr(utilization, "probe_bandwidth", lambda threads, v=probed: v)
+        assert peak_bandwidth(3, remeasure=True)[0] == kept
+        assert peak_bandwidth(3) == (kept, "probe (3 threads, measured earlier)")
+
+
 def test_bench_reports_utilization_and_the_ceiling(model_path):
     import json
     import subprocess
