@@ -20,8 +20,9 @@ from pathlib import Path
 import llama_cpp
 import llama_cpp._logger
 
+from app.engine.amx import AmxState, amx_state
 from app.engine.gguf import human_size
-from app.engine.library_choice import MARKER, AmxState, amx_state, cpu_has_amx
+from app.engine.library_choice import MARKER, cpu_has_amx
 
 log = logging.getLogger("llamadesk.llama_cpp")
 # Without a handler configured (tests, library use) nothing reaches stderr:
