@@ -76,8 +76,8 @@ def run_fit_bench(model: str | None = None, contexts: tuple[int, ...] = CONTEXTS
                 rows.append({"model": path.name, "quant": header.quantization, "n_ctx": n_ctx,
                              "predicted_bytes": p.resident, "measured_bytes": measured,
                              "ratio": round(p.resident / measured, 4),
-                             "predicted_parts": {"mapped": p.mapped, "kv": p.kv, "vocab": p.vocab,
-                                                 "logits": p.logits}})
+                             "predicted_parts": {"mapped": p.mapped, "repacked": p.repacked, "kv": p.kv,
+                                                 "vocab": p.vocab, "logits": p.logits}})
     worst = max(abs(r["ratio"] - 1) for r in rows)
     out = {"fit": rows, "fit_max_error": round(worst, 4), "fit_within_10pct": worst <= TOLERANCE,
            "fit_measured": "RSS after the load minus before it, fresh process each, CPU only"}

@@ -57,6 +57,7 @@ class GGUFHeader:
     tensor_count: int = 0
     parameters: int = 0
     tensors: dict = field(default_factory=dict)  # name -> (elements, bytes), from the tensor table
+    tensor_types: dict = field(default_factory=dict)  # name -> ggml type id (enum ggml_type)
 
     @property
     def architecture(self) -> str:
@@ -208,6 +209,7 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
         data_end = 0
         params = 0
         tensors = {}
+        types = {}
         for _ in range(n_tensors):
             name = r.string()
             n_dims = r.unpack("<I")
@@ -219,6 +221,7 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
             params += n_elems
             blk, nbytes = _TYPE_SIZES.get(ttype, (1, 0))
             tensors[name] = (n_elems, n_elems // blk * nbytes)
+            types[name] = ttype
             data_end = max(data_end, offset + n_elems // blk * nbytes)
         align = int(meta.get("general.alignment", 32)) or 32
         data_start = (r.pos + align - 1) // align * align
@@ -236,6 +239,7 @@ def _parse(p: Path, buf, size: int) -> GGUFHeader:
         )
     header.parameters = params
     header.tensors = tensors
+    header.tensor_types = types
     return header
 
 

@@ -11,7 +11,10 @@ ranged request). What llama.cpp keeps resident after loading a model on the CPU:
   creation, so it is resident at once;
 - the vocabulary's tables (each token's text, score and attributes, and two lookup maps):
   about 170 bytes a token, measured on llama.cpp's tokenizer with Gemma's 262,144 tokens;
-- the logits of one sequence (n_vocab floats).
+- the logits of one sequence (n_vocab floats);
+- where the engine runs llama.cpp's AMX kernel (app.engine.backend.amx), a repacked copy of
+  every weight whose type that kernel takes, beside the mapped file's pages it was read from,
+  and of a tied output matrix (the embedding stays for the lookup, the output gets its own).
 
 The compute buffer llama.cpp reserves is sized for a full ubatch of logits, which a chat
 never asks for, so it is mostly never touched; what a prompt does touch (one ubatch of
@@ -34,6 +37,9 @@ VOCAB_ENTRY_BYTES = 170
 KV_PAD = 256
 N_UBATCH = 256  # app.engine.loader.LoadOptions' default
 FITS_SHARE = 0.8  # "fits" leaves a fifth of the free memory for everything else; up to all of it is "tight"
+# ggml types llama.cpp's AMX kernel takes (ggml-cpu/amx/common.h, qtype_has_amx_kernels):
+# Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS.
+AMX_TYPES = {2, 3, 8, 12, 13, 14, 23}
 SLIDING_PATTERNS = {"gemma3": 6, "gemma2": 2, "gpt-oss": 2, "cohere2": 4}  # every n-th layer is global
 
 
@@ -47,6 +53,7 @@ class Prediction:
     vocab: int
     logits: int
     compute: int  # what a prompt's step touches beyond the resident parts
+    repacked: int = 0  # copies in llama.cpp's AMX buffer, beside the mapped file
     gpu: int = 0  # on the GPU instead, when layers are offloaded
     ram_free: int | None = None
     vram_free: int | None = None
@@ -55,7 +62,7 @@ class Prediction:
     @property
     def resident(self) -> int:
         """Resident memory right after the load (what bench --fit measures)."""
-        return self.mapped + self.kv + self.vocab + self.logits
+        return self.mapped + self.kv + self.vocab + self.logits + self.repacked
 
     @property
     def ram_needed(self) -> int:
@@ -125,16 +132,32 @@ def compute_bytes(h: GGUFHeader, n_ctx: int, flash_attn: bool = False, n_ubatch:
     return int(n_ubatch * (8 * width + 3 * ff) * 4 + scores)
 
 
+def amx_copies(h: GGUFHeader) -> int:
+    """Bytes llama.cpp's AMX buffer takes for `h`: the layers' weights of the types its kernel
+    takes, and the output matrix (a tied embedding's own copy)."""
+    def takes(name: str) -> bool:
+        return h.tensor_types.get(name) in AMX_TYPES
+    total = sum(b for name, (_, b) in h.tensors.items() if name.startswith("blk.") and takes(name))
+    out = "output.weight" if "output.weight" in h.tensors else "token_embd.weight"
+    return total + (h.tensors[out][1] if out in h.tensors and takes(out) else 0)
+
+
 def predict(h: GGUFHeader, n_ctx: int, *, kv_type: str = "f16", flash_attn: bool = False,
-            gpu_layers: int = 0, size: int | None = None) -> Prediction:
+            gpu_layers: int = 0, size: int | None = None, amx: bool | None = None) -> Prediction:
     """The memory a load of `h` at `n_ctx` takes; `gpu_layers` (-1 = all) moves the weights, the
     KV cache and the compute buffer to the GPU in proportion. `size`: another quantization of
-    the same model (a search reads one header per repository), whose weights are its file."""
+    the same model (a search reads one header per repository), whose weights are its file.
+    `amx`: whether the engine runs llama.cpp's AMX kernel (None: as this process's does)."""
     vocab = n_vocab(h)
     size = size or h.size
+    if amx is None:
+        from app.engine.backend import amx as engine_amx
+
+        amx = engine_amx().on
     p = Prediction(n_ctx=n_ctx, mapped=size, kv=kv_cache_bytes(h, n_ctx, kv_type),
                    vocab=vocab * VOCAB_ENTRY_BYTES, logits=vocab * 4,
-                   compute=compute_bytes(h, n_ctx, flash_attn))
+                   compute=compute_bytes(h, n_ctx, flash_attn),
+                   repacked=int(amx_copies(h) * size / h.size) if amx else 0)
     layers = int(_meta(h, "block_count")) or 1
     on_gpu = layers if gpu_layers < 0 else min(gpu_layers, layers)
     if on_gpu:
@@ -144,6 +167,7 @@ def predict(h: GGUFHeader, n_ctx: int, *, kv_type: str = "f16", flash_attn: bool
         p.gpu = int(share * (weights + p.kv) + p.compute)
         p.mapped = int(size - share * weights)
         p.kv = int(p.kv * (1 - share))
+        p.repacked = int(p.repacked * (1 - share))
         p.compute = 0
     return p
 
