@@ -44,6 +44,6 @@ def test_a_loaded_local_model_has_its_compute_roof_and_the_gauges_hold_the_decod
     win.composer.set_text("Name a colour.")
     with qtbot.waitSignal(win.flow.reply_finished, timeout=120_000):
         win.flow.send()
-    qtbot.waitUntil(lambda: "of roofs" in win.gauges.roofs.text(), timeout=5_000)
+    qtbot.waitUntil(lambda: "binds" in win.gauges.roofs.text(), timeout=5_000)
     words = win.gauges.roofs.text()
-    assert re.search(r"memory \d+% · compute \d+% of roofs \((memory|compute) binds\)", words), words
+    assert re.fullmatch(r"compute \d+% of its roof · (memory|compute) binds", words), words

@@ -112,23 +112,24 @@ def _bandwidth(s: Snapshot) -> str:
 
 
 def roofs_words(s: Snapshot) -> str:
-    """'memory 41% · compute 23% of roofs (memory binds)', or what is not measured yet."""
+    """'compute 23% of its roof · memory binds' (the line above gives memory's share of its
+    peak), or what is not measured yet: one line, which a narrow panel keeps."""
     if not s.started or s.binds is None:
         return ""
-    mem = f"memory {100 * s.bw_utilization:.0f}%" if s.bw_utilization is not None else "memory –"
     if s.compute_ceiling_tok_s is None:
-        return f"{mem} of its roof · compute roof not measured yet (llamadesk bench measures it)"
-    comp = f"compute {100 * s.compute_utilization:.0f}%" if s.compute_utilization is not None else "compute –"
-    return f"{mem} · {comp} of roofs ({s.binds} binds)"
+        return "compute roof not measured yet"
+    comp = f"{100 * s.compute_utilization:.0f}%" if s.compute_utilization is not None else "–"
+    return f"compute {comp} of its roof · {s.binds} binds"
 
 
 def _peak(s: Snapshot) -> str:
-    """Two lines always, once there is a peak: the panel must not jump as the second comes."""
+    """One line, once there is a peak (where it comes from is the label's tooltip): the panel
+    keeps its room for the roofs line above it."""
     if s.peak_gbs is None or not s.started:
         return ""
-    gflop = (f"last prefill computed {s.prefill_gflop_s:.1f} GFLOP/s" if s.prefill_gflop_s
-             else "prefill arithmetic: when a reply ends")
-    return f"peak {s.peak_gbs:.1f} GB/s, {source_words(s.bw_source)}<br>{gflop}"
+    gflop = (f"last prefill {s.prefill_gflop_s:.1f} GFLOP/s" if s.prefill_gflop_s
+             else "prefill: when a reply ends")
+    return f"peak {s.peak_gbs:.1f} GB/s · {gflop}"
 
 
 def grammar_words(s: Snapshot) -> str | None:
@@ -233,8 +234,8 @@ class GaugesPanel(QScrollArea):
         self.ceiling_bar.setToolTip(BANDWIDTH_HELP)
         self.bandwidth = _rich_label(FIRST)
         self.bandwidth.setToolTip(BANDWIDTH_HELP)
-        self.peak = _rich_label(lines=2)
-        self.roofs = _rich_label(lines=2)  # the not-measured line wraps in a narrow panel
+        self.peak = _rich_label(lines=1)
+        self.roofs = _rich_label(lines=1)
         self.roofs.setToolTip(ROOFS_HELP)
         self.kv_bar = KvBar()
         self.kv_bar.setToolTip(KV_HELP)
@@ -331,9 +332,10 @@ class GaugesPanel(QScrollArea):
         self.ceiling_bar.set_values(live, s.ceiling_tok_s, share)
         self.bandwidth.setText(_bandwidth(s))
         self.peak.setText(_peak(s))
+        self.peak.setToolTip(f"The peak: {source_words(s.bw_source)}" if s.bw_source else "")
         self.roofs.setText(roofs_words(s))
         self.roofs.setVisible(s.started)
-        self.peak.setVisible(s.started)  # from the first reply on, always its two lines
+        self.peak.setVisible(s.started)  # from the first reply on, always its line
         self.dropped.setText(f"{s.dropped_messages} msgs ({s.dropped_tokens} tok) left out of context"
                              if s.dropped_messages else "none")
         # While a reply runs the two charts take turns, each at half the refresh rate: one paint
