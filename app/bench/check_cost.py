@@ -19,7 +19,8 @@ from app.engine.loader import LoadedModel
 PREFIX = 200  # tokens in the cache before each check, as after a short prompt
 
 
-def _median_ms(fn, rounds: int) -> float:
+def median_ms(fn, rounds: int) -> float:
+    """The median milliseconds of `fn()` over `rounds` runs."""
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -53,9 +54,9 @@ def check_cost(model: LoadedModel, tokens: list[int], rows: int = 9, rounds: int
         if llama_cpp.llama_decode(ctx, batch) != 0:
             raise RuntimeError("llama_decode failed reading the prefix")
         run(rows, True)()  # warm
-        step = _median_ms(run(1, True), rounds)
-        every = _median_ms(run(rows, True), rounds)
-        last = _median_ms(run(rows, False), rounds)
+        step = median_ms(run(1, True), rounds)
+        every = median_ms(run(rows, True), rounds)
+        last = median_ms(run(rows, False), rounds)
     finally:
         llama_cpp.llama_batch_free(batch)
         llama_cpp.llama_free(ctx)

@@ -20,13 +20,9 @@ CHECK_ROWS = 9  # a check of 8 guesses and the token before them
 
 
 def _timed(fn, rounds: int = ROUNDS) -> float:
-    """The median seconds of `fn()` over `rounds` runs."""
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    from app.bench.check_cost import median_ms  # imports llama_cpp: after app.engine, above
+
+    return median_ms(fn, rounds) / 1000
 
 
 def measure(model_path: str) -> dict:
@@ -40,7 +36,7 @@ def measure(model_path: str) -> dict:
 
     model = load_model(model_path, LoadOptions(n_ctx=4096, n_gpu_layers=0, n_threads=2, n_ubatch=512))
     dec = Decoder(model)
-    ctx = model.llm._ctx.ctx
+    ctx = model.llm.ctx
     mem = llama_cpp.llama_get_memory(ctx)
     batch = llama_cpp.llama_batch_init(512, 0, 1)
     words = dec.tokenize(" ".join(f"word{i % 97} is number {i}." for i in range(400)), add_bos=False)

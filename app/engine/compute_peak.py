@@ -13,13 +13,12 @@ folder and AMX state (AMX changes the kernels), as the bandwidth probe is.
 
 from __future__ import annotations
 
-import platform
 import time
 
 import llama_cpp
 
 from app.engine import backend, batch_fill, machine_figures
-from app.engine.macs import batch_macs, cpu_model
+from app.engine.macs import batch_macs
 
 PROBE_TOKENS = 512
 ROUNDS = 3
@@ -29,7 +28,7 @@ _PEAKS: dict[str, tuple[float, str]] = {}  # this process's figures: one probe p
 
 
 def key(threads: int) -> str:
-    return (f"{platform.machine()}|{platform.processor() or cpu_model()}|{threads}|"
+    return (f"{machine_figures.machine_key(threads)}|"
             f"{backend.library_dir()}|amx={'on' if backend.amx().on else 'off'}")
 
 

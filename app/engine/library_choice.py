@@ -23,15 +23,21 @@ MARKER = "LLAMADESK-PATCHES"  # packaging/llama_patches.py writes it beside the 
 OPT_OUT = "LLAMADESK_LLAMA_LIB"  # "pip": keep llama-cpp-python's own build
 
 
-def _flags_line() -> str:
+def cpuinfo_line(field: str) -> str:
+    """The first line of /proc/cpuinfo naming `field` ("flags", "model name"), newline kept;
+    "" where there is no such file (not Linux) or line."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("flags"):
+                if line.startswith(field):
                     return line
     except OSError:
         pass
     return ""
+
+
+def _flags_line() -> str:
+    return cpuinfo_line("flags")
 
 
 def cpu_has_amx() -> bool:

@@ -10,9 +10,22 @@ holds for the run.
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 from app import atomic_file, paths, regular_files
+from app.engine.library_choice import cpuinfo_line
+
+
+def cpu_model() -> str:
+    """The CPU's model name where platform.processor() gives none (Linux)."""
+    line = cpuinfo_line("model name")
+    return line.split(":", 1)[1].strip() if ":" in line else "unknown CPU"
+
+
+def machine_key(threads: int) -> str:
+    """What a figure is kept under: this CPU and the thread count it was measured with."""
+    return f"{platform.machine()}|{platform.processor() or cpu_model()}|{threads}"
 
 
 def _file(name: str) -> Path | None:

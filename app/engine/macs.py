@@ -93,14 +93,3 @@ def batch_macs(h: GGUFHeader, tokens: int) -> int:
     attention = sum(attention_macs(h, p) for p in range(1, tokens + 1))
     return layer_macs(h) * tokens + attention + output_macs(h)
 
-
-def cpu_model() -> str:
-    """The CPU's model name where platform.processor() gives none (Linux): a cache key."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"

@@ -19,7 +19,6 @@ the two, named.
 
 from __future__ import annotations
 
-import platform
 import threading
 import time
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from app.engine.gguf import GGUFHeader
 from app.engine.macs import (
     attended_positions,
     attention_macs,
-    cpu_model,
     head_dims,
     layer_macs,
     meta,
@@ -105,13 +103,9 @@ def probe_bandwidth(threads: int, size: int = PROBE_BYTES, rounds: int = 4) -> f
     return best
 
 
-def _key(threads: int) -> str:
-    return f"{platform.machine()}|{platform.processor() or cpu_model()}|{threads}"
-
-
 def peak_bandwidth(threads: int, remeasure: bool = False) -> tuple[float, str]:
     """(bytes/s, where the figure comes from), measured once per CPU and thread count."""
-    key = _key(threads)
+    key = machine_figures.machine_key(threads)
     known = None if remeasure else machine_figures.read(BANDWIDTH_FILE, key)
     if known is not None:
         return known, f"probe ({threads} threads, measured earlier)"
