@@ -26,7 +26,8 @@ from app.engine.loader import LoadOptions, load_model
 from app.engine.sampling import GenerationSettings
 model = load_model(sys.argv[1], LoadOptions(n_ctx=512))
 dec = Decoder(model)
-r = dec.generate(dec.tokenize("The capital of France is"), GenerationSettings(max_tokens=8, temperature=0))
+settings = GenerationSettings(max_tokens=8, temperature=0, ignore_eos=True)  # 8 tokens whatever it says
+r = dec.generate(dec.tokenize("The capital of France is"), settings)
 print(json.dumps({"lib": str(backend.library_dir()), "env": os.environ.get("LLAMA_CPP_LIB_PATH"),
                   "amx": model.report.amx, "repacked": model.report.repacked,
                   "tokens": r.stats.decode_tokens}))
